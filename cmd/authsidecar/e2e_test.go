@@ -1,0 +1,207 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+const e2eSecret = "e2e-secret-0123456789abcdefghijklmnopqrstuvwxyz"
+
+// syncBuffer is an io.Writer safe for the server goroutine and the test.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// sidecar is a running "authsidecar serve", started through run exactly as
+// main does.
+type sidecar struct {
+	base   string
+	stderr *syncBuffer
+	stop   func() error
+}
+
+func writeConfig(t *testing.T, dir, extra string) (path string, port int) {
+	t.Helper()
+	port = freePort(t)
+	cfg := fmt.Sprintf("listen: \"127.0.0.1:%d\"\nbase_url: \"http://127.0.0.1:%d\"\ndatabase: { driver: sqlite, path: %q }\nlog: { format: json, level: debug }\n%s",
+		port, port, filepath.Join(dir, "auth.db"), extra)
+	path = filepath.Join(dir, "sidecar.yaml")
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path, port
+}
+
+func startSidecar(t *testing.T, configPath string, port int, secret string) *sidecar {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &sidecar{base: fmt.Sprintf("http://127.0.0.1:%d", port), stderr: &syncBuffer{}}
+	done := make(chan error, 1)
+	getenv := func(k string) string {
+		if k == "AUTH_SECRET" {
+			return secret
+		}
+		return ""
+	}
+	go func() { done <- run(ctx, []string{"serve", "-config", configPath}, getenv, io.Discard, s.stderr) }()
+	var once sync.Once
+	var stopErr error
+	s.stop = func() error {
+		once.Do(func() { cancel(); stopErr = <-done })
+		return stopErr
+	}
+	t.Cleanup(func() { s.stop() })
+	deadline := time.Now().Add(20 * time.Second)
+	for !strings.Contains(s.stderr.String(), `"msg":"listening"`) {
+		select {
+		case err := <-done:
+			t.Fatalf("serve exited: %v\n%s", err, s.stderr.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("serve did not start:\n%s", s.stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return s
+}
+
+func (s *sidecar) do(t *testing.T, method, path, body string, hdr ...string) (*http.Response, []byte) {
+	t.Helper()
+	req, _ := http.NewRequest(method, s.base+path, strings.NewReader(body))
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return res, b
+}
+
+// TestServeEndToEnd runs the real serve command and walks the two-step
+// login over HTTP, then restarts it with the same and with another secret.
+func TestServeEndToEnd(t *testing.T) {
+	dir := t.TempDir()
+	cfgPath, port := writeConfig(t, dir, "")
+	s := startSidecar(t, cfgPath, port, e2eSecret)
+
+	res, body := s.do(t, "POST", "/api/auth/sign-up/email", `{"name":"E2E","email":"e2e@example.com","password":"correct-horse-battery"}`)
+	if res.StatusCode != 200 || res.Header.Get("Set-Auth-Jwt") != "" {
+		t.Fatalf("sign-up: got %d %s jwt=%q", res.StatusCode, body, res.Header.Get("Set-Auth-Jwt"))
+	}
+	res, body = s.do(t, "POST", "/api/auth/sign-in/email", `{"email":"e2e@example.com","password":"correct-horse-battery"}`)
+	if res.StatusCode != 200 || res.Header.Get("Set-Auth-Jwt") != "" || len(res.Cookies()) != 1 {
+		t.Fatalf("sign-in: got %d %s", res.StatusCode, body)
+	}
+	cookie := res.Cookies()[0]
+	res, body = s.do(t, "GET", "/api/auth/get-session", "", "Cookie", cookie.Name+"="+cookie.Value)
+	jwt := res.Header.Get("Set-Auth-Jwt")
+	if res.StatusCode != 200 || jwt == "" {
+		t.Fatalf("get-session: got %d %s jwt=%q", res.StatusCode, body, jwt)
+	}
+	if info, err := os.Stat(filepath.Join(dir, "auth.db")); err != nil || info.Mode().Perm() != 0o600 {
+		t.Errorf("database file: got %v %v, want mode 0600", info.Mode(), err)
+	}
+	_, jwks1 := s.do(t, "GET", "/api/auth/jwks", "")
+	if err := s.stop(); err != nil {
+		t.Fatalf("serve returned %v on shutdown", err)
+	}
+	logs := s.stderr.String()
+	for _, secretish := range []string{e2eSecret, "correct-horse-battery", cookie.Value, jwt} {
+		if strings.Contains(logs, secretish) {
+			t.Errorf("log contains a secret, password, cookie or token: %q", secretish)
+		}
+	}
+
+	// Same secret: same keys.
+	s = startSidecar(t, cfgPath, port, e2eSecret)
+	if _, jwks2 := s.do(t, "GET", "/api/auth/jwks", ""); !bytes.Equal(jwks1, jwks2) {
+		t.Errorf("restart with the same secret changed JWKS: %s -> %s", jwks1, jwks2)
+	}
+	s.stop()
+
+	// Another secret: the old key is dropped, loudly.
+	s = startSidecar(t, cfgPath, port, "another-secret-0123456789abcdefghijklmnop")
+	_, jwks3 := s.do(t, "GET", "/api/auth/jwks", "")
+	var set struct{ Keys []struct{ Kid string } }
+	json.Unmarshal(jwks1, &set)
+	if len(set.Keys) != 1 || bytes.Contains(jwks3, []byte(set.Keys[0].Kid)) {
+		t.Errorf("after AUTH_SECRET rotation the old key is still published: %s", jwks3)
+	}
+	if !strings.Contains(s.stderr.String(), "signing key unusable") {
+		t.Errorf("no loud log line about the undecryptable key:\n%s", s.stderr.String())
+	}
+}
+
+// TestBetterAuthClient runs Better Auth's official client (npm
+// better-auth@1.7.25) against the real binary's serve command. It needs
+// `npm ci` in testdata/betterauth-client; CI does that, and there a
+// missing Node setup is a failure, not a skip.
+func TestBetterAuthClient(t *testing.T) {
+	dir := filepath.Join("..", "..", "testdata", "betterauth-client")
+	_, nodeErr := exec.LookPath("node")
+	_, modErr := os.Stat(filepath.Join(dir, "node_modules", "better-auth"))
+	if nodeErr != nil || modErr != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("Node client check cannot run under CI: node: %v, node_modules: %v", nodeErr, modErr)
+		}
+		t.Skipf("needs node and `npm ci` in %s (node: %v, modules: %v)", dir, nodeErr, modErr)
+	}
+	cfgPath, port := writeConfig(t, t.TempDir(), "")
+	s := startSidecar(t, cfgPath, port, e2eSecret)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "node", "client-check.mjs")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "BASE_URL="+s.base)
+	out, err := cmd.CombinedOutput()
+	t.Logf("client-check:\n%s", out)
+	if err != nil {
+		t.Fatalf("Better Auth client check failed: %v", err)
+	}
+	if !regexp.MustCompile(`(?m)^\d+ passed, 0 failed$`).Match(out) {
+		t.Fatal("client check did not report all passed")
+	}
+}

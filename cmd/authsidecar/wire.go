@@ -1,0 +1,84 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+
+	"github.com/authsidecar/authsidecar/config"
+	"github.com/authsidecar/authsidecar/issuer"
+	"github.com/authsidecar/authsidecar/sqlite"
+)
+
+// loadConfig reads the config file and the secret. Both are needed by
+// every command that touches keys or cookies.
+func loadConfig(e *cliEnv) (config.Config, config.Secret, error) {
+	cfg, err := config.Load(e.configPath)
+	if err != nil {
+		return config.Config{}, config.Secret{}, err
+	}
+	secret, err := cfg.LoadSecret(e.getenv)
+	if err != nil {
+		return config.Config{}, config.Secret{}, err
+	}
+	return cfg, secret, nil
+}
+
+func newLogger(cfg config.Log, w io.Writer) *slog.Logger {
+	var level slog.Level
+	switch cfg.Level {
+	case "debug":
+		level = slog.LevelDebug
+	case "warn":
+		level = slog.LevelWarn
+	case "error":
+		level = slog.LevelError
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	if cfg.Format == "text" {
+		return slog.New(slog.NewTextHandler(w, opts))
+	}
+	return slog.New(slog.NewJSONHandler(w, opts))
+}
+
+func openStore(ctx context.Context, cfg config.Config) (*sqlite.DB, error) {
+	db, err := sqlite.Open(ctx, cfg.Database.Path)
+	if err != nil {
+		return nil, fmt.Errorf("database %s: %w", cfg.Database.Path, err)
+	}
+	return db, nil
+}
+
+// issuerOptions maps the config onto the issuer: the issuer never sees
+// the config type, so a config change stops here.
+func issuerOptions(cfg config.Config, secret config.Secret, store issuer.Store, log *slog.Logger) issuer.Options {
+	return issuer.Options{
+		Store:                   store,
+		Secret:                  secret.Bytes(),
+		BaseURL:                 cfg.BaseURL,
+		TrustedOrigins:          cfg.Auth.TrustedOrigins,
+		JWTTTL:                  cfg.Auth.JWTTTL.D(),
+		SessionTTL:              cfg.Auth.SessionTTL.D(),
+		SessionUpdateAge:        cfg.Auth.SessionUpdateAge.D(),
+		CookieName:              cfg.Auth.CookieName,
+		CookieSameSite:          sameSite(cfg.Auth.CookieSameSite),
+		MinPasswordLength:       cfg.Auth.MinPasswordLength,
+		MaxPasswordLength:       cfg.Auth.MaxPasswordLength,
+		BodyBytes:               cfg.Limits.BodyBytes,
+		PasswordHashConcurrency: cfg.Limits.PasswordHashConcurrency,
+		Logger:                  log,
+	}
+}
+
+func sameSite(s string) http.SameSite {
+	switch strings.ToLower(s) {
+	case "strict":
+		return http.SameSiteStrictMode
+	case "none":
+		return http.SameSiteNoneMode
+	}
+	return http.SameSiteLaxMode
+}

@@ -1,0 +1,296 @@
+// Package config holds authsidecar's configuration: one YAML file, decoded
+// strictly over [Default] and checked by [Config.Validate].
+//
+// Strict means an unknown key, a duplicate key, a value of the wrong type or a
+// second YAML document is an error naming the file and line, so a typo such as
+// "jwt_tll" fails at start-up instead of silently leaving the default in place.
+// Validate reports every problem at once, each with its YAML path (and, through
+// [Parse] or [Load], its line), so one edit-run cycle fixes them all.
+//
+// The secret (AUTH_SECRET) is not part of the file: it comes from the
+// environment through [Config.LoadSecret] and is held in a [Secret], which
+// redacts itself wherever it is printed, logged or marshalled.
+//
+// The shipped sidecar.yaml at the repository root documents every key and holds
+// exactly the defaults; a test keeps it that way.
+package config
+
+import "time"
+
+// Config is the whole configuration. Build one with [Default] (then change
+// fields) or with [Load]/[Parse]; the zero Config is not valid.
+type Config struct {
+	// Listen is the host:port of the public listener. Default "127.0.0.1:8080":
+	// loopback, because the sidecar normally sits behind a load balancer or
+	// ingress on the same host. An empty host (":8080") listens on all
+	// interfaces; port 0 picks a free port (tests).
+	Listen string `yaml:"listen"`
+	// BaseURL is the public URL clients use to reach the sidecar. Default
+	// "http://localhost:8080". Its origin ([Config.BaseOrigin]) is the JWT
+	// issuer and audience, so changing it invalidates every issued JWT; an
+	// https scheme makes cookies Secure and "__Secure-"-prefixed.
+	BaseURL string `yaml:"base_url"`
+	// Upstream is the absolute http(s) URL of the application that business
+	// requests are proxied to. Default "http://127.0.0.1:3000".
+	Upstream string   `yaml:"upstream"`
+	Database Database `yaml:"database"`
+	Auth     Auth     `yaml:"auth"`
+	Keys     Keys     `yaml:"keys"`
+	Routes   Routes   `yaml:"routes"`
+	CORS     CORS     `yaml:"cors"`
+	Proxy    Proxy    `yaml:"proxy"`
+	Limits   Limits   `yaml:"limits"`
+	Metrics  Metrics  `yaml:"metrics"`
+	Health   Health   `yaml:"health"`
+	Log      Log      `yaml:"log"`
+	Shutdown Shutdown `yaml:"shutdown"`
+	Cache    Cache    `yaml:"cache"`
+}
+
+// Database says where users, sessions and signing keys are stored.
+type Database struct {
+	// Driver is the storage engine. Default and only valid value "sqlite";
+	// "postgres" is reserved and rejected as not supported yet.
+	Driver string `yaml:"driver"`
+	// Path is the SQLite database file. Default "authsidecar.db" (relative to
+	// the working directory). Must not be empty.
+	Path string `yaml:"path"`
+}
+
+// Auth configures sign-in, sessions and the JWTs issued from them.
+type Auth struct {
+	// SecretEnv names the environment variable that holds the secret which
+	// encrypts the signing keys at rest. Default "AUTH_SECRET". The secret is
+	// never read from the file, so the file can be committed.
+	SecretEnv string `yaml:"secret_env"`
+	// JWTTTL is how long an issued JWT stays valid. Default 720h (30 days).
+	// There is no revocation: a JWT lives this long whatever happens to its
+	// session, so this is also the worst-case lifetime of a stolen token.
+	JWTTTL Duration `yaml:"jwt_ttl"`
+	// Leeway is the clock skew tolerated when checking exp, nbf and iat.
+	// Default 30s. Zero means no tolerance.
+	Leeway Duration `yaml:"leeway"`
+	// SessionTTL is how long a cookie session lives without use. Default 168h
+	// (7 days).
+	SessionTTL Duration `yaml:"session_ttl"`
+	// SessionUpdateAge is how old a session must be before a request extends
+	// it; extending on every request would write to the database on every
+	// get-session. Default 24h. Must be shorter than SessionTTL.
+	SessionUpdateAge Duration `yaml:"session_update_age"`
+	// CookieName is the session cookie's name. Default "auth.session_token".
+	// When BaseURL is https the "__Secure-" prefix is added automatically, so
+	// the name itself must not carry a "__Secure-" or "__Host-" prefix.
+	CookieName string `yaml:"cookie_name"`
+	// CookieSameSite is the session cookie's SameSite attribute: "lax",
+	// "strict" or "none". Default "lax": GET /api/mcp-oauth/authorize is reached
+	// by top-level navigation from another site, which "strict" would strip
+	// the cookie from. "none" requires an https BaseURL (browsers drop
+	// SameSite=None cookies that are not Secure).
+	CookieSameSite string `yaml:"cookie_same_site"`
+	// MinPasswordLength is the shortest password sign-up accepts, in bytes.
+	// Default 8. At least 1.
+	MinPasswordLength int `yaml:"min_password_length"`
+	// MaxPasswordLength is the longest password accepted, in bytes. Default
+	// 128. At most 1024, which bounds the hashing work one request can cause.
+	MaxPasswordLength int `yaml:"max_password_length"`
+	// TrustedOrigins are origins besides BaseURL's own that may make
+	// credentialed cross-origin requests and pass the sign-in origin check.
+	// Default empty: only BaseURL's origin. Each entry is exactly what a
+	// browser sends in the Origin header: scheme://host[:port], lowercase, no
+	// default port, path, trailing slash, query or userinfo; anything else
+	// would never match.
+	TrustedOrigins []string `yaml:"trusted_origins"`
+}
+
+// Keys configures the in-memory cache of public signing keys (JWKS).
+type Keys struct {
+	// MaxAge is how long fetched keys are trusted before they are fetched
+	// again, so a rotated key is picked up. Default 10m.
+	MaxAge Duration `yaml:"max_age"`
+	// Cooldown is the least time between two fetches, so tokens with unknown
+	// key ids cannot make every request hit the database. Default 30s.
+	Cooldown Duration `yaml:"cooldown"`
+}
+
+// Routes classifies request paths. Entries are lowercase ASCII paths that
+// start with "/" and contain no "..", "//", "?", "#", whitespace or control
+// bytes: they are compared with a cleaned request path, which never contains
+// those, so such an entry could never match.
+type Routes struct {
+	// IdentityHeader is the request header that carries the verified user id
+	// to the upstream, which trusts it; so any copy sent by the client is
+	// removed before proxying. Default
+	// "X-User-Id". Must be a valid header name and not a header the proxy
+	// itself relies on (Authorization, Cookie, Host, ...).
+	IdentityHeader string `yaml:"identity_header"`
+	// CookieOnly lists exact paths authenticated by the session cookie
+	// instead of a Bearer JWT, for top-level navigations that cannot send an
+	// Authorization header. Default ["/api/mcp-oauth/authorize"].
+	// Empty: no cookie-authenticated business route.
+	CookieOnly []string `yaml:"cookie_only"`
+	// Passthrough lists paths proxied without authentication because the
+	// upstream authenticates them itself (/ws/browser uses a pairing token).
+	// An entry ending in "/" is a prefix, any other entry an exact path.
+	// Default ["/ws/browser"]. Empty: none.
+	Passthrough []string `yaml:"passthrough"`
+	// WebsocketPrefixes are path prefixes whose WebSocket upgrades carry the
+	// JWT in the "token" query parameter, because browsers cannot set headers
+	// on a WebSocket. Default ["/ws/"]. Empty: none.
+	WebsocketPrefixes []string `yaml:"websocket_prefixes"`
+	// Admin lists path prefixes that additionally require one of some roles,
+	// checked against the database once per request. Default
+	// [{prefix: "/api/admin/", roles: [admin]}]. Empty: no role checks.
+	Admin []AdminRoute `yaml:"admin"`
+}
+
+// AdminRoute restricts a path prefix to users holding any of Roles.
+type AdminRoute struct {
+	// Prefix is a path prefix under "/api/". Required.
+	Prefix string `yaml:"prefix"`
+	// Roles lists role names ([a-z0-9_-]+), any of which grants access.
+	// Required: an empty list would admit nobody, which is better said by
+	// not proxying the route at all.
+	Roles []string `yaml:"roles"`
+}
+
+// CORS configures cross-origin responses for BaseURL's origin and
+// Auth.TrustedOrigins.
+type CORS struct {
+	// AllowCredentials sends Access-Control-Allow-Credentials: true, which the
+	// web client needs to send cookies to /api/auth/*. Default true.
+	AllowCredentials bool `yaml:"allow_credentials"`
+	// MaxAge is how long browsers may cache a preflight response. Default
+	// 10m. Zero disables caching (every cross-origin call is preflighted).
+	// Browsers cap it (Chromium at 2h).
+	MaxAge Duration `yaml:"max_age"`
+}
+
+// Proxy configures forwarding to Upstream.
+type Proxy struct {
+	// ResponseHeaderTimeout bounds the wait for the upstream's response
+	// headers. Default 60s. It does not bound streaming bodies (SSE), which
+	// may last much longer once headers are sent.
+	ResponseHeaderTimeout Duration `yaml:"response_header_timeout"`
+	// TrustedProxies lists the IPs or CIDRs (e.g. "10.0.0.0/8") of proxies
+	// whose X-Forwarded-For is believed when finding the client IP for rate
+	// limits. Default empty: the TCP peer is the client, and forwarded headers
+	// are ignored, so a client cannot forge its address.
+	TrustedProxies []string `yaml:"trusted_proxies"`
+	// AllowedHosts lists the Host header values (host or host:port) accepted
+	// on the public listener. Default empty: any host.
+	AllowedHosts []string `yaml:"allowed_hosts"`
+}
+
+// Limits bounds what one client can make the sidecar do.
+type Limits struct {
+	// BodyBytes is the largest request body the sidecar reads for its own
+	// endpoints (sign-in, sign-up, ...). Default 65536. Between 1024 and
+	// 16 MiB. Proxied bodies are the upstream's business and not limited.
+	BodyBytes int64 `yaml:"body_bytes"`
+	// SigninPerEmail limits sign-in attempts per email address, slowing
+	// password guessing against one account. Default "5/m". Zero: off.
+	SigninPerEmail Rate `yaml:"signin_per_email"`
+	// SigninPerIP limits sign-in attempts per client IP, slowing password
+	// spraying across accounts. Default "20/m". Zero: off.
+	SigninPerIP Rate `yaml:"signin_per_ip"`
+	// SignupPerIP limits account creation per client IP. Default "10/m".
+	// Zero: off.
+	SignupPerIP Rate `yaml:"signup_per_ip"`
+	// PasswordHashConcurrency bounds concurrent password hashes, which are
+	// deliberately expensive; excess requests wait. Default 0, meaning
+	// GOMAXPROCS. Must not be negative.
+	PasswordHashConcurrency int `yaml:"password_hash_concurrency"`
+}
+
+// Metrics configures the admin listener.
+type Metrics struct {
+	// Listen is the host:port of the admin listener serving /metrics,
+	// /healthz and /readyz, kept off the public port. Default
+	// "127.0.0.1:9090". Must differ from Config.Listen.
+	Listen string `yaml:"listen"`
+}
+
+// Health configures the readiness probe.
+type Health struct {
+	// ReadyRequiresDatabase makes /readyz fail while the database cannot be
+	// reached. Default true. False: /readyz only says the process is serving,
+	// which suits deployments where business routes (which never touch the
+	// database) should keep receiving traffic during a database outage.
+	ReadyRequiresDatabase bool `yaml:"ready_requires_database"`
+}
+
+// Log configures the process logger.
+type Log struct {
+	// Format is "json" (one object per line, for log collectors) or "text"
+	// (key=value, for people). Default "json".
+	Format string `yaml:"format"`
+	// Level is the least severe level logged: "debug", "info", "warn" or
+	// "error". Default "info".
+	Level string `yaml:"level"`
+}
+
+// Shutdown configures the drain on SIGTERM.
+type Shutdown struct {
+	// Grace is how long in-flight requests get to finish after SIGTERM before
+	// connections are closed. Default 25s: under Kubernetes' default 30s
+	// termination grace period, leaving time to close the database.
+	Grace Duration `yaml:"grace"`
+}
+
+// Cache configures the cache of verified JWTs.
+type Cache struct {
+	// VerifiedTokens is how many verified JWTs are remembered so a repeated
+	// token skips signature verification. Default 100000. Zero disables the
+	// cache.
+	VerifiedTokens int `yaml:"verified_tokens"`
+}
+
+// Default returns the configuration used when the file sets nothing. Each call
+// returns fresh slices, so callers may modify the result.
+func Default() Config {
+	return Config{
+		Listen:   "127.0.0.1:8080",
+		BaseURL:  "http://localhost:8080",
+		Upstream: "http://127.0.0.1:3000",
+		Database: Database{Driver: "sqlite", Path: "authsidecar.db"},
+		Auth: Auth{
+			SecretEnv:         "AUTH_SECRET",
+			JWTTTL:            Duration(720 * time.Hour),
+			Leeway:            Duration(30 * time.Second),
+			SessionTTL:        Duration(168 * time.Hour),
+			SessionUpdateAge:  Duration(24 * time.Hour),
+			CookieName:        "auth.session_token",
+			CookieSameSite:    "lax",
+			MinPasswordLength: 8,
+			MaxPasswordLength: 128,
+			// Empty, not nil: "trusted_origins: []" decodes to an empty
+			// slice, and the shipped file must decode to exactly Default().
+			TrustedOrigins: []string{},
+		},
+		Keys: Keys{MaxAge: Duration(10 * time.Minute), Cooldown: Duration(30 * time.Second)},
+		Routes: Routes{
+			IdentityHeader:    "X-User-Id",
+			CookieOnly:        []string{"/api/mcp-oauth/authorize"},
+			Passthrough:       []string{"/ws/browser"},
+			WebsocketPrefixes: []string{"/ws/"},
+			Admin:             []AdminRoute{{Prefix: "/api/admin/", Roles: []string{"admin"}}},
+		},
+		CORS: CORS{AllowCredentials: true, MaxAge: Duration(10 * time.Minute)},
+		Proxy: Proxy{
+			ResponseHeaderTimeout: Duration(60 * time.Second),
+			TrustedProxies:        []string{},
+			AllowedHosts:          []string{},
+		},
+		Limits: Limits{
+			BodyBytes:      64 << 10,
+			SigninPerEmail: Rate{N: 5, Per: time.Minute},
+			SigninPerIP:    Rate{N: 20, Per: time.Minute},
+			SignupPerIP:    Rate{N: 10, Per: time.Minute},
+		},
+		Metrics:  Metrics{Listen: "127.0.0.1:9090"},
+		Health:   Health{ReadyRequiresDatabase: true},
+		Log:      Log{Format: "json", Level: "info"},
+		Shutdown: Shutdown{Grace: Duration(25 * time.Second)},
+		Cache:    Cache{VerifiedTokens: 100000},
+	}
+}

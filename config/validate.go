@@ -1,0 +1,218 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// fieldError is one problem found by Validate: the YAML path of the
+// offending value and what is wrong with it. Parse turns the path into a line.
+type fieldError struct {
+	path string // "auth.jwt_ttl", "routes.admin[0].roles[1]"
+	// alt is another path the problem involves (the other side of a
+	// comparison); its line is used when path itself is not in the file.
+	alt string
+	msg string
+}
+
+func (e *fieldError) Error() string { return e.path + ": " + e.msg }
+
+// problems collects fieldErrors so Validate can report all of them at once.
+type problems []error
+
+func (p *problems) add(path, format string, args ...any) {
+	*p = append(*p, &fieldError{path: path, msg: fmt.Sprintf(format, args...)})
+}
+
+func (p *problems) addRelated(path, alt, format string, args ...any) {
+	*p = append(*p, &fieldError{path: path, alt: alt, msg: fmt.Sprintf(format, args...)})
+}
+
+func (p *problems) check(path string, err error) {
+	if err != nil {
+		p.add(path, "%v", err)
+	}
+}
+
+// Validate reports every problem in c, joined with errors.Join, each as
+// "yaml.path: what is wrong". It does not modify c or read anything outside
+// it, so a Config built in code validates the same as one read from a file.
+func (c Config) Validate() error {
+	var p problems
+	p.check("listen", checkListen(c.Listen))
+	p.check("base_url", checkHTTPURL(c.BaseURL))
+	p.check("upstream", checkHTTPURL(c.Upstream))
+	p.database(c.Database)
+	p.auth(c.Auth, c.Secure())
+	p.positive("keys.max_age", c.Keys.MaxAge)
+	p.positive("keys.cooldown", c.Keys.Cooldown)
+	p.routes(c.Routes)
+	p.notNegative("cors.max_age", c.CORS.MaxAge)
+	p.proxy(c.Proxy)
+	p.limits(c.Limits)
+	p.check("metrics.listen", checkListen(c.Metrics.Listen))
+	if c.Metrics.Listen == c.Listen && checkListen(c.Listen) == nil && !strings.HasSuffix(c.Listen, ":0") {
+		p.addRelated("metrics.listen", "listen", "must differ from listen (both are %q)", c.Listen)
+	}
+	p.oneOf("log.format", c.Log.Format, "json", "text")
+	p.oneOf("log.level", c.Log.Level, "debug", "info", "warn", "error")
+	p.positive("shutdown.grace", c.Shutdown.Grace)
+	if c.Cache.VerifiedTokens < 0 {
+		p.add("cache.verified_tokens", "must not be negative (0 disables the cache), got %d", c.Cache.VerifiedTokens)
+	}
+	return errors.Join(p...)
+}
+
+func (p *problems) database(d Database) {
+	switch d.Driver {
+	case "sqlite":
+	case "postgres":
+		p.add("database.driver", `"postgres" is not supported yet: use "sqlite"`)
+	default:
+		p.add("database.driver", `must be "sqlite", got %q`, d.Driver)
+	}
+	if d.Path == "" {
+		p.add("database.path", "must not be empty")
+	}
+}
+
+func (p *problems) auth(a Auth, secure bool) {
+	p.check("auth.secret_env", checkEnvName(a.SecretEnv))
+	p.positive("auth.jwt_ttl", a.JWTTTL)
+	p.notNegative("auth.leeway", a.Leeway)
+	p.positive("auth.session_ttl", a.SessionTTL)
+	p.positive("auth.session_update_age", a.SessionUpdateAge)
+	if a.SessionTTL > 0 && a.SessionUpdateAge >= a.SessionTTL {
+		p.addRelated("auth.session_update_age", "auth.session_ttl",
+			"must be shorter than auth.session_ttl (%s), got %s; otherwise sessions expire before they are extended", a.SessionTTL, a.SessionUpdateAge)
+	}
+	p.check("auth.cookie_name", checkCookieName(a.CookieName))
+	p.oneOf("auth.cookie_same_site", a.CookieSameSite, "lax", "strict", "none")
+	if a.CookieSameSite == "none" && !secure {
+		p.addRelated("auth.cookie_same_site", "base_url", `"none" requires an https base_url: browsers drop SameSite=None cookies that are not Secure`)
+	}
+	switch {
+	case a.MinPasswordLength < 1:
+		p.add("auth.min_password_length", "must be at least 1, got %d", a.MinPasswordLength)
+	case a.MinPasswordLength > a.MaxPasswordLength:
+		p.addRelated("auth.min_password_length", "auth.max_password_length",
+			"must not exceed auth.max_password_length (%d), got %d", a.MaxPasswordLength, a.MinPasswordLength)
+	}
+	if a.MaxPasswordLength > maxPasswordLength {
+		p.add("auth.max_password_length", "must be at most %d, got %d", maxPasswordLength, a.MaxPasswordLength)
+	}
+	p.list("auth.trusted_origins", a.TrustedOrigins, checkOrigin)
+}
+
+// maxPasswordLength bounds the bytes one sign-in hashes.
+const maxPasswordLength = 1024
+
+func (p *problems) routes(r Routes) {
+	p.check("routes.identity_header", checkIdentityHeader(r.IdentityHeader))
+	p.list("routes.cookie_only", r.CookieOnly, checkRoutePath)
+	p.list("routes.passthrough", r.Passthrough, checkRoutePath)
+	p.list("routes.websocket_prefixes", r.WebsocketPrefixes, checkRoutePath)
+	prefixes := make([]string, len(r.Admin))
+	for i, a := range r.Admin {
+		prefixes[i] = a.Prefix
+		path := "routes.admin[" + strconv.Itoa(i) + "]"
+		if len(a.Roles) == 0 {
+			p.add(path+".roles", "must list at least one role")
+		}
+		p.list(path+".roles", a.Roles, checkRole)
+	}
+	p.list("routes.admin[*].prefix", prefixes, checkAdminPrefix)
+}
+
+func (p *problems) proxy(x Proxy) {
+	p.positive("proxy.response_header_timeout", x.ResponseHeaderTimeout)
+	p.list("proxy.trusted_proxies", x.TrustedProxies, checkIPOrCIDR)
+	p.list("proxy.allowed_hosts", x.AllowedHosts, checkHost)
+}
+
+// Body limits: below 1 KiB a sign-up form no longer fits; above 16 MiB one
+// request can pin real memory, and the sidecar only reads small JSON bodies.
+const (
+	minBodyBytes = 1 << 10
+	maxBodyBytes = 16 << 20
+)
+
+func (p *problems) limits(l Limits) {
+	if l.BodyBytes < minBodyBytes || l.BodyBytes > maxBodyBytes {
+		p.add("limits.body_bytes", "must be between %d (1 KiB) and %d (16 MiB), got %d", minBodyBytes, maxBodyBytes, l.BodyBytes)
+	}
+	p.rate("limits.signin_per_email", l.SigninPerEmail)
+	p.rate("limits.signin_per_ip", l.SigninPerIP)
+	p.rate("limits.signup_per_ip", l.SignupPerIP)
+	if l.PasswordHashConcurrency < 0 {
+		p.add("limits.password_hash_concurrency", "must not be negative (0 means GOMAXPROCS), got %d", l.PasswordHashConcurrency)
+	}
+}
+
+// rate checks what the YAML form cannot express but a Rate built in code can.
+func (p *problems) rate(path string, r Rate) {
+	switch {
+	case r.N < 0:
+		p.add(path, "must not be negative (0 disables the limit), got %d", r.N)
+	case r.N > 0 && r.Per <= 0:
+		p.add(path, "window must be positive, got %s", r.Per)
+	}
+}
+
+func (p *problems) positive(path string, d Duration) {
+	if d <= 0 {
+		p.add(path, "must be positive, got %s", d)
+	}
+}
+
+func (p *problems) notNegative(path string, d Duration) {
+	if d < 0 {
+		p.add(path, "must not be negative, got %s", d)
+	}
+}
+
+func (p *problems) oneOf(path, v string, allowed ...string) {
+	for _, a := range allowed {
+		if v == a {
+			return
+		}
+	}
+	p.add(path, "must be %s, got %q", quoteAlternatives(allowed), v)
+}
+
+// list checks every entry of a list and reports duplicates, which are always
+// a mistake: an edit meant for one entry that was made to a copy. A path
+// containing "[*]" names a field of each element of a list of mappings.
+func (p *problems) list(path string, entries []string, check func(string) error) {
+	seen := make(map[string]int, len(entries))
+	for i, e := range entries {
+		at := entryPath(path, i)
+		p.check(at, check(e))
+		if first, dup := seen[e]; dup {
+			p.add(at, "%q is a duplicate of %s", e, entryPath(path, first))
+			continue
+		}
+		seen[e] = i
+	}
+}
+
+func entryPath(path string, i int) string {
+	if before, after, ok := strings.Cut(path, "[*]"); ok {
+		return before + "[" + strconv.Itoa(i) + "]" + after
+	}
+	return path + "[" + strconv.Itoa(i) + "]"
+}
+
+// quoteAlternatives formats "a", "b" or "c".
+func quoteAlternatives(vs []string) string {
+	q := make([]string, len(vs))
+	for i, v := range vs {
+		q[i] = strconv.Quote(v)
+	}
+	if len(q) == 1 {
+		return q[0]
+	}
+	return strings.Join(q[:len(q)-1], ", ") + " or " + q[len(q)-1]
+}

@@ -1,0 +1,178 @@
+package config
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestValidate covers Validate on Configs built in code: no file, so
+// messages carry the YAML path but no line.
+func TestValidate(t *testing.T) {
+	tests := []struct {
+		name   string
+		mutate func(*Config)
+		want   string // "" means valid
+	}{
+		{"defaults", func(*Config) {}, ""},
+		{"listen on all interfaces", func(c *Config) { c.Listen = ":8080" }, ""},
+		{"listen on IPv6", func(c *Config) { c.Listen = "[::1]:8080" }, ""},
+		{"both listeners on port 0", func(c *Config) { c.Listen, c.Metrics.Listen = "127.0.0.1:0", "127.0.0.1:0" }, ""},
+		{"listen port too large", func(c *Config) { c.Listen = "127.0.0.1:65536" },
+			`listen: "127.0.0.1:65536": port must be a number from 0 to 65535`},
+		{"listen empty", func(c *Config) { c.Listen = "" },
+			`listen: "" is not host:port (e.g. 127.0.0.1:8080): missing port in address`},
+		{"metrics listen same as listen", func(c *Config) { c.Metrics.Listen = c.Listen },
+			`metrics.listen: must differ from listen (both are "127.0.0.1:8080")`},
+		{"base_url with path", func(c *Config) { c.BaseURL = "https://example.com/app/" }, ""},
+		{"base_url fragment", func(c *Config) { c.BaseURL = "https://example.com/#x" },
+			`base_url: must not have a fragment, got "https://example.com/#x"`},
+		{"base_url empty query", func(c *Config) { c.BaseURL = "https://example.com/?" },
+			`base_url: must not have a query, got "https://example.com/?"`},
+		{"base_url unparsable", func(c *Config) { c.BaseURL = "http://[::1" },
+			`base_url: "http://[::1" is not a URL: missing ']' in host`},
+		{"upstream without host", func(c *Config) { c.Upstream = "http://" },
+			`upstream: must be an absolute http or https URL like https://app.example.com, got "http://"`},
+		{"upstream with path", func(c *Config) { c.Upstream = "http://app:3000/prefix" }, ""},
+		{"driver empty", func(c *Config) { c.Database.Driver = "" },
+			`database.driver: must be "sqlite", got ""`},
+		{"secret_env lowercase is fine", func(c *Config) { c.Auth.SecretEnv = "my_secret" }, ""},
+		{"secret_env starts with a digit", func(c *Config) { c.Auth.SecretEnv = "1SECRET" },
+			`auth.secret_env: must be an environment variable name like AUTH_SECRET, got "1SECRET"`},
+		{"leeway zero", func(c *Config) { c.Auth.Leeway = 0 }, ""},
+		{"session_update_age equal to ttl", func(c *Config) { c.Auth.SessionUpdateAge = c.Auth.SessionTTL },
+			`auth.session_update_age: must be shorter than auth.session_ttl (168h), got 168h; otherwise sessions expire before they are extended`},
+		{"session_update_age zero", func(c *Config) { c.Auth.SessionUpdateAge = 0 },
+			`auth.session_update_age: must be positive, got 0s`},
+		{"cookie prefix in any case", func(c *Config) { c.Auth.CookieName = "__host-session" },
+			`auth.cookie_name: "__host-session" must not start with "__Host-": the "__Secure-" prefix is added automatically when base_url is https`},
+		{"cookie name empty", func(c *Config) { c.Auth.CookieName = "" },
+			"auth.cookie_name: \"\" is not a valid cookie name: use letters, digits and !#$%&'*+-.^_`|~ (RFC 6265)"},
+		{"cookie name with =", func(c *Config) { c.Auth.CookieName = "a=b" },
+			"auth.cookie_name: \"a=b\" is not a valid cookie name: use letters, digits and !#$%&'*+-.^_`|~ (RFC 6265)"},
+		{"same_site none over https", func(c *Config) {
+			c.BaseURL, c.Auth.CookieSameSite = "https://app.example.com", "none"
+		}, ""},
+		{"same_site strict", func(c *Config) { c.Auth.CookieSameSite = "strict" }, ""},
+		{"password lengths equal", func(c *Config) { c.Auth.MinPasswordLength, c.Auth.MaxPasswordLength = 12, 12 }, ""},
+		{"password lengths at bounds", func(c *Config) { c.Auth.MinPasswordLength, c.Auth.MaxPasswordLength = 1, 1024 }, ""},
+		{"good trusted origins", func(c *Config) {
+			c.Auth.TrustedOrigins = []string{"https://a.example.com", "http://localhost:5173", "http://127.0.0.1:3000", "http://[::1]:5173", "https://xn--bcher-kva.example"}
+		}, ""},
+		{"trusted origin with empty port", func(c *Config) { c.Auth.TrustedOrigins = []string{"https://a.example.com:"} },
+			`auth.trusted_origins[0]: "https://a.example.com:": drop the empty port after the colon`},
+		{"trusted origin unicode host", func(c *Config) { c.Auth.TrustedOrigins = []string{"https://bücher.example"} },
+			`auth.trusted_origins[0]: "https://bücher.example": host must be ASCII; write an internationalized name in punycode (xn--...), as browsers send it`},
+		{"trusted origin null", func(c *Config) { c.Auth.TrustedOrigins = []string{"null"} },
+			`auth.trusted_origins[0]: "null": want an origin like https://app.example.com (http or https, lowercase)`},
+		{"trusted origin uppercase scheme", func(c *Config) { c.Auth.TrustedOrigins = []string{"HTTPS://a.example.com"} },
+			`auth.trusted_origins[0]: "HTTPS://a.example.com": want an origin like https://app.example.com (http or https, lowercase)`},
+		{"trusted origin fragment", func(c *Config) { c.Auth.TrustedOrigins = []string{"https://a.example.com#x"} },
+			`auth.trusted_origins[0]: "https://a.example.com#x": must not have a fragment`},
+		{"identity header in other case", func(c *Config) { c.Routes.IdentityHeader = "x-forwarded-for" },
+			`routes.identity_header: "x-forwarded-for" is a header the proxy itself relies on; pick a dedicated name such as X-User-Id`},
+		{"empty route lists", func(c *Config) {
+			c.Routes.CookieOnly, c.Routes.Passthrough, c.Routes.WebsocketPrefixes, c.Routes.Admin = nil, nil, nil, nil
+		}, ""},
+		{"route with control byte", func(c *Config) { c.Routes.Passthrough = []string{"/ws/\x00"} },
+			`routes.passthrough[0]: "/ws/\x00" must not contain whitespace or control characters`},
+		{"route with fragment", func(c *Config) { c.Routes.Passthrough = []string{"/ws/#x"} },
+			`routes.passthrough[0]: "/ws/#x" must not contain "?" or "#": routes match the path only`},
+		{"route non-ASCII", func(c *Config) { c.Routes.CookieOnly = []string{"/café"} },
+			`routes.cookie_only[0]: "/café" must be lowercase ASCII`},
+		{"admin prefix exactly /api/", func(c *Config) { c.Routes.Admin[0].Prefix = "/api/" }, ""},
+		{"admin prefix /api without slash", func(c *Config) { c.Routes.Admin[0].Prefix = "/api" },
+			`routes.admin[0].prefix: "/api" must be under "/api/", where role checks apply`},
+		{"admin prefix empty", func(c *Config) { c.Routes.Admin[0].Prefix = "" },
+			`routes.admin[0].prefix: must not be empty`},
+		{"admin prefix duplicate", func(c *Config) {
+			c.Routes.Admin = append(c.Routes.Admin, AdminRoute{Prefix: "/api/admin/", Roles: []string{"ops"}})
+		}, `routes.admin[1].prefix: "/api/admin/" is a duplicate of routes.admin[0].prefix`},
+		{"admin roles nil", func(c *Config) { c.Routes.Admin[0].Roles = nil },
+			`routes.admin[0].roles: must list at least one role`},
+		{"admin role empty", func(c *Config) { c.Routes.Admin[0].Roles = []string{""} },
+			`routes.admin[0].roles[0]: "" is not a role name: use lowercase letters, digits, _ and -`},
+		{"cors max_age zero", func(c *Config) { c.CORS.MaxAge = 0 }, ""},
+		{"good trusted proxies", func(c *Config) {
+			c.Proxy.TrustedProxies = []string{"10.0.0.0/8", "192.0.2.1", "::1", "2001:db8::/32", "0.0.0.0/0"}
+		}, ""},
+		{"trusted proxy IPv6 host bits", func(c *Config) { c.Proxy.TrustedProxies = []string{"2001:db8::1/32"} },
+			`proxy.trusted_proxies[0]: "2001:db8::1/32" has host bits set; did you mean 2001:db8::/32?`},
+		{"trusted proxy hostname", func(c *Config) { c.Proxy.TrustedProxies = []string{"lb.internal"} },
+			`proxy.trusted_proxies[0]: "lb.internal" is not an IP or CIDR (e.g. 10.0.0.0/8 or 192.0.2.1)`},
+		{"good allowed hosts", func(c *Config) {
+			c.Proxy.AllowedHosts = []string{"example.com", "Example.COM:8443", "localhost", "192.0.2.1:80", "[::1]", "[2001:db8::1]:8080"}
+		}, ""},
+		{"allowed host bare IPv6", func(c *Config) { c.Proxy.AllowedHosts = []string{"2001:db8::1"} },
+			`proxy.allowed_hosts[0]: "2001:db8::1": want host or host:port with a port from 1 to 65535 (IPv6 addresses in brackets)`},
+		{"allowed host bracketed IPv4", func(c *Config) { c.Proxy.AllowedHosts = []string{"[192.0.2.1]"} },
+			`proxy.allowed_hosts[0]: "[192.0.2.1]": want an IPv6 address in brackets, like [2001:db8::1]:8080`},
+		{"allowed host wildcard", func(c *Config) { c.Proxy.AllowedHosts = []string{"*.example.com"} },
+			`proxy.allowed_hosts[0]: "*.example.com": wildcards are not supported; list each host`},
+		{"allowed host underscore", func(c *Config) { c.Proxy.AllowedHosts = []string{"my_host"} },
+			`proxy.allowed_hosts[0]: "my_host" is not a valid host name`},
+		{"allowed host port 0", func(c *Config) { c.Proxy.AllowedHosts = []string{"example.com:0"} },
+			`proxy.allowed_hosts[0]: "example.com:0": want host or host:port with a port from 1 to 65535 (IPv6 addresses in brackets)`},
+		{"allowed host empty", func(c *Config) { c.Proxy.AllowedHosts = []string{""} },
+			`proxy.allowed_hosts[0]: must not be empty`},
+		{"body bytes at bounds", func(c *Config) { c.Limits.BodyBytes = 16 << 20 }, ""},
+		{"rates off", func(c *Config) { c.Limits.SigninPerEmail, c.Limits.SigninPerIP = Rate{}, Rate{} }, ""},
+		{"rate negative", func(c *Config) { c.Limits.SignupPerIP = Rate{N: -1, Per: time.Minute} },
+			`limits.signup_per_ip: must not be negative (0 disables the limit), got -1`},
+		{"rate without window", func(c *Config) { c.Limits.SigninPerIP = Rate{N: 5} },
+			`limits.signin_per_ip: window must be positive, got 0s`},
+		{"cache off", func(c *Config) { c.Cache.VerifiedTokens = 0 }, ""},
+		{"two problems, both reported", func(c *Config) { c.Log.Format, c.Shutdown.Grace = "", -1 },
+			"log.format: must be \"json\" or \"text\", got \"\"\nshutdown.grace: must be positive, got -1ns"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := Default()
+			tt.mutate(&c)
+			got := ""
+			if err := c.Validate(); err != nil {
+				got = err.Error()
+			}
+			if got != tt.want {
+				t.Errorf("got %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestValidateReportsEveryProblem: the zero Config is wrong in many places,
+// and each must be reported at once.
+func TestValidateReportsEveryProblem(t *testing.T) {
+	err := Config{}.Validate()
+	if err == nil {
+		t.Fatal("got nil, want errors for the zero Config")
+	}
+	var got []string
+	for _, line := range strings.Split(err.Error(), "\n") {
+		path, _, _ := strings.Cut(line, ": ")
+		got = append(got, path)
+	}
+	want := []string{
+		"listen", "base_url", "upstream", "database.driver", "database.path",
+		"auth.secret_env", "auth.jwt_ttl", "auth.session_ttl", "auth.session_update_age",
+		"auth.cookie_name", "auth.cookie_same_site", "auth.min_password_length",
+		"keys.max_age", "keys.cooldown", "routes.identity_header",
+		"proxy.response_header_timeout", "limits.body_bytes", "metrics.listen",
+		"log.format", "log.level", "shutdown.grace",
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("got paths\n%q\nwant\n%q\nfull error:\n%v", got, want, err)
+	}
+}
+
+func TestValidateDoesNotModify(t *testing.T) {
+	c := Default()
+	c.Auth.TrustedOrigins = []string{"https://a.example.com", "https://a.example.com"}
+	before := Default()
+	before.Auth.TrustedOrigins = []string{"https://a.example.com", "https://a.example.com"}
+	_ = c.Validate()
+	if !reflect.DeepEqual(c, before) {
+		t.Errorf("got %+v after Validate, want it unchanged %+v", c, before)
+	}
+}

@@ -1,0 +1,226 @@
+package issuer
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"net/url"
+	"strings"
+	"unicode/utf8"
+)
+
+// fields is a decoded request body: a JSON object whose members are kept
+// raw until a handler asks for them with a type, so type errors can be
+// reported the way Better Auth's zod schemas report them.
+type fields struct {
+	m        map[string]json.RawMessage
+	problems []string
+}
+
+// readFields reads the whole body (up to limit), checks its media type and
+// decodes it strictly. allowForm admits application/x-www-form-urlencoded
+// (sign-in and sign-up accept it). An empty body is an empty object.
+func readFields(w http.ResponseWriter, r *http.Request, limit int64, allowForm bool) (*fields, *apiError) {
+	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return nil, errBodyTooLarge
+		}
+		return nil, &apiError{status: http.StatusBadRequest, code: "BAD_REQUEST", message: "Could not read request body", cause: err}
+	}
+	mt := ""
+	if ct := r.Header.Get("Content-Type"); ct != "" {
+		mt, _, err = mime.ParseMediaType(ct)
+		if err != nil {
+			return nil, errUnsupportedType(ct, allowForm)
+		}
+	}
+	switch {
+	case mt == "application/json":
+		return decodeJSONFields(data)
+	case mt == "application/x-www-form-urlencoded" && allowForm:
+		return decodeFormFields(data)
+	case mt == "" && len(bytes.TrimSpace(data)) == 0:
+		return &fields{m: map[string]json.RawMessage{}}, nil
+	default:
+		return nil, errUnsupportedType(r.Header.Get("Content-Type"), allowForm)
+	}
+}
+
+func errUnsupportedType(ct string, allowForm bool) *apiError {
+	allowed := "application/json"
+	if allowForm {
+		allowed = "application/x-www-form-urlencoded, application/json"
+	}
+	return &apiError{
+		status:  http.StatusUnsupportedMediaType,
+		code:    "UNSUPPORTED_MEDIA_TYPE",
+		message: fmt.Sprintf("Content-Type %q is not allowed. Allowed types: %s", ct, allowed),
+	}
+}
+
+// decodeJSONFields accepts exactly one JSON object in valid UTF-8 with no
+// duplicate member names at any depth and nothing after it. Duplicates are
+// refused because two parsers reading the same body differently is how
+// validation gets bypassed.
+func decodeJSONFields(data []byte) (*fields, *apiError) {
+	if len(bytes.TrimSpace(data)) == 0 {
+		return &fields{m: map[string]json.RawMessage{}}, nil
+	}
+	if !utf8.Valid(data) || !json.Valid(data) {
+		return nil, errBadJSON
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if err := checkDuplicates(dec); err != nil {
+		return nil, errBadRequest("BAD_REQUEST", "Invalid JSON in request body: "+err.Error())
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(data, &m); err != nil || m == nil {
+		kind := jsonKind(bytes.TrimSpace(data))
+		return nil, errBadRequest("VALIDATION_ERROR", "[body] Invalid input: expected object, received "+kind)
+	}
+	return &fields{m: m}, nil
+}
+
+// checkDuplicates walks one JSON value (already known valid) and fails on a
+// repeated member name in any object.
+func checkDuplicates(dec *json.Decoder) error {
+	tok, err := dec.Token()
+	if err != nil {
+		return err
+	}
+	switch tok {
+	case json.Delim('{'):
+		seen := map[string]bool{}
+		for dec.More() {
+			k, err := dec.Token()
+			if err != nil {
+				return err
+			}
+			key := k.(string)
+			if seen[key] {
+				return fmt.Errorf("duplicate member %q", key)
+			}
+			seen[key] = true
+			if err := checkDuplicates(dec); err != nil {
+				return err
+			}
+		}
+		_, err = dec.Token() // '}'
+		return err
+	case json.Delim('['):
+		for dec.More() {
+			if err := checkDuplicates(dec); err != nil {
+				return err
+			}
+		}
+		_, err = dec.Token() // ']'
+		return err
+	}
+	return nil
+}
+
+// decodeFormFields turns a urlencoded body into string members. A repeated
+// name is refused for the same reason as duplicate JSON members.
+func decodeFormFields(data []byte) (*fields, *apiError) {
+	if !utf8.Valid(data) {
+		return nil, errBadRequest("BAD_REQUEST", "Invalid form body")
+	}
+	vals, err := url.ParseQuery(string(data))
+	if err != nil {
+		return nil, errBadRequest("BAD_REQUEST", "Invalid form body")
+	}
+	m := make(map[string]json.RawMessage, len(vals))
+	for k, v := range vals {
+		if len(v) != 1 {
+			return nil, errBadRequest("BAD_REQUEST", fmt.Sprintf("Invalid form body: %q given more than once", k))
+		}
+		if !utf8.ValidString(v[0]) {
+			return nil, errBadRequest("BAD_REQUEST", "Invalid form body")
+		}
+		raw, _ := json.Marshal(v[0])
+		// Forms carry only strings; booleans arrive as "true"/"false".
+		if v[0] == "true" || v[0] == "false" {
+			raw = json.RawMessage(v[0])
+		}
+		m[k] = raw
+	}
+	return &fields{m: m}, nil
+}
+
+func jsonKind(raw []byte) string {
+	if len(raw) == 0 {
+		return "undefined"
+	}
+	switch raw[0] {
+	case '"':
+		return "string"
+	case '{':
+		return "object"
+	case '[':
+		return "array"
+	case 't', 'f':
+		return "boolean"
+	case 'n':
+		return "null"
+	default:
+		return "number"
+	}
+}
+
+func (f *fields) fail(name, msg string) {
+	f.problems = append(f.problems, "[body."+name+"] "+msg)
+}
+
+// str returns a string member. A missing required member or one of
+// another type is recorded as a problem.
+func (f *fields) str(name string, required bool) (string, bool) {
+	raw, ok := f.m[name]
+	if !ok || (!required && string(raw) == "null") {
+		if required {
+			f.fail(name, "Invalid input: expected string, received undefined")
+		}
+		return "", false
+	}
+	var s string
+	if jsonKind(raw) != "string" || json.Unmarshal(raw, &s) != nil {
+		f.fail(name, "Invalid input: expected string, received "+jsonKind(raw))
+		return "", false
+	}
+	return s, true
+}
+
+// boolean returns an optional boolean member, def when absent.
+func (f *fields) boolean(name string, def bool) bool {
+	raw, ok := f.m[name]
+	if !ok || string(raw) == "null" {
+		return def
+	}
+	switch string(raw) {
+	case "true":
+		return true
+	case "false":
+		return false
+	}
+	f.fail(name, "Invalid input: expected boolean, received "+jsonKind(raw))
+	return def
+}
+
+// maxBytes records a problem when s is longer than n bytes.
+func (f *fields) maxBytes(name, s string, n int) {
+	if len(s) > n {
+		f.fail(name, fmt.Sprintf("Too big: expected string to have <=%d characters", n))
+	}
+}
+
+func (f *fields) err() *apiError {
+	if len(f.problems) == 0 {
+		return nil
+	}
+	return errBadRequest("VALIDATION_ERROR", strings.Join(f.problems, "; "))
+}

@@ -1,0 +1,265 @@
+package issuer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"runtime"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Options configures an Issuer. Only Store and Secret are required.
+type Options struct {
+	// Store holds users, sessions and keys. Required.
+	Store Store
+	// Secret is AUTH_SECRET: it signs cookies and encrypts private keys.
+	// Required; changing it invalidates every key and session cookie.
+	Secret []byte
+	// BaseURL is the public URL. Its origin is the JWT iss and aud and is
+	// trusted for cross-origin requests; https makes cookies Secure with
+	// the "__Secure-" prefix. Zero: "http://localhost:8080".
+	BaseURL string
+	// TrustedOrigins may send state-changing requests cross-origin, besides
+	// BaseURL's origin. Zero: none.
+	TrustedOrigins []string
+	// JWTTTL is the JWT lifetime. Zero: 30 days (the contract).
+	JWTTTL time.Duration
+	// SessionTTL is a session's lifetime. Zero: 7 days.
+	SessionTTL time.Duration
+	// SessionUpdateAge: get-session extends a session older than this.
+	// Zero: 1 day.
+	SessionUpdateAge time.Duration
+	// CookieName is the session cookie's name before any "__Secure-"
+	// prefix. Zero: "auth.session_token".
+	CookieName string
+	// CookieSameSite is the cookie's SameSite. Zero: Lax. None forces Secure.
+	CookieSameSite http.SameSite
+	// MinPasswordLength and MaxPasswordLength bound passwords in
+	// characters. Zero: 8 and 128.
+	MinPasswordLength, MaxPasswordLength int
+	// BodyBytes caps request bodies. Zero: 64 KiB.
+	BodyBytes int64
+	// PasswordHashConcurrency bounds simultaneous scrypt computations.
+	// Zero: GOMAXPROCS.
+	PasswordHashConcurrency int
+	// PasswordCost is the scrypt cost. Zero: Better Auth's (N=16384, r=16, p=1).
+	PasswordCost ScryptParams
+	// OnNewKey is called with a newly created signing key before any JWT
+	// signed with it is issued. Zero: nothing is called.
+	OnNewKey func(PublicKey)
+	// Logger receives operational logs. Zero: slog.Default().
+	Logger *slog.Logger
+	// Now is the clock. Zero: time.Now.
+	Now func() time.Time
+}
+
+// Issuer serves /api/auth/*. Create it with New.
+type Issuer struct {
+	store      Store
+	origin     string
+	jwtTTL     time.Duration
+	sessionTTL time.Duration
+	updateAge  time.Duration
+	minPw      int
+	maxPw      int
+	bodyBytes  int64
+	trusted    map[string]bool
+	csrf       *http.CrossOriginProtection
+	cookies    cookies
+	hasher     *hasher
+	keys       *keyring
+	log        *slog.Logger
+	now        func() time.Time
+	dummyHash  string
+	routes     map[string]map[string]handlerFunc
+}
+
+type handlerFunc func(w http.ResponseWriter, r *http.Request) *apiError
+
+// BasePath is where the issuer is mounted.
+const BasePath = "/api/auth"
+
+// New checks the options, makes sure a usable signing key exists (creating
+// one on first start or after AUTH_SECRET rotation) and returns the issuer.
+func New(ctx context.Context, o Options) (*Issuer, error) {
+	if o.Store == nil {
+		return nil, errors.New("issuer: no store")
+	}
+	if len(o.Secret) == 0 {
+		return nil, errors.New("issuer: no secret")
+	}
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	def(&o.JWTTTL, 30*24*time.Hour)
+	def(&o.SessionTTL, 7*24*time.Hour)
+	def(&o.SessionUpdateAge, 24*time.Hour)
+	if o.BaseURL == "" {
+		o.BaseURL = "http://localhost:8080"
+	}
+	if o.CookieName == "" {
+		o.CookieName = "auth.session_token"
+	}
+	if o.CookieSameSite == 0 || o.CookieSameSite == http.SameSiteDefaultMode {
+		o.CookieSameSite = http.SameSiteLaxMode
+	}
+	if o.MinPasswordLength == 0 {
+		o.MinPasswordLength = 8
+	}
+	if o.MaxPasswordLength == 0 {
+		o.MaxPasswordLength = 128
+	}
+	if o.BodyBytes == 0 {
+		o.BodyBytes = 64 << 10
+	}
+	if o.PasswordHashConcurrency <= 0 {
+		o.PasswordHashConcurrency = runtime.GOMAXPROCS(0)
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	base, err := url.Parse(o.BaseURL)
+	if err != nil || base.Host == "" || (base.Scheme != "http" && base.Scheme != "https") {
+		return nil, fmt.Errorf("issuer: base URL %q is not an absolute http(s) URL", o.BaseURL)
+	}
+	secure := base.Scheme == "https" || o.CookieSameSite == http.SameSiteNoneMode
+	name := o.CookieName
+	if base.Scheme == "https" {
+		name = "__Secure-" + name
+	}
+
+	iss := &Issuer{
+		store:      o.Store,
+		origin:     base.Scheme + "://" + base.Host,
+		jwtTTL:     o.JWTTTL,
+		sessionTTL: o.SessionTTL,
+		updateAge:  o.SessionUpdateAge,
+		minPw:      o.MinPasswordLength,
+		maxPw:      o.MaxPasswordLength,
+		bodyBytes:  o.BodyBytes,
+		trusted:    map[string]bool{},
+		csrf:       http.NewCrossOriginProtection(),
+		cookies:    cookies{secret: o.Secret, name: name, secure: secure, sameSite: o.CookieSameSite},
+		hasher:     newHasher(o.PasswordCost, o.PasswordHashConcurrency),
+		log:        o.Logger,
+		now:        o.Now,
+	}
+	iss.keys = &keyring{
+		store: o.Store, secret: o.Secret, jwtTTL: o.JWTTTL, now: o.Now, log: o.Logger,
+		onNewKey: o.OnNewKey, decoded: map[string]*keyEntry{},
+	}
+	for _, origin := range append([]string{iss.origin}, o.TrustedOrigins...) {
+		if err := iss.csrf.AddTrustedOrigin(origin); err != nil {
+			return nil, fmt.Errorf("issuer: trusted origin: %w", err)
+		}
+		iss.trusted[origin] = true
+	}
+
+	// Unknown emails are checked against this hash so that a sign-in costs
+	// the same whether or not the account exists.
+	if iss.dummyHash, err = iss.hasher.hash(ctx, "dummy password for timing"); err != nil {
+		return nil, fmt.Errorf("issuer: %w", err)
+	}
+	if _, err := iss.keys.signingKey(ctx); err != nil {
+		return nil, fmt.Errorf("issuer: signing key: %w", err)
+	}
+	iss.routes = map[string]map[string]handlerFunc{
+		"/sign-up/email":   {http.MethodPost: iss.signUp},
+		"/sign-in/email":   {http.MethodPost: iss.signIn},
+		"/get-session":     {http.MethodGet: iss.getSession, http.MethodHead: iss.getSession, http.MethodPost: iss.getSession},
+		"/token":           {http.MethodGet: iss.token},
+		"/jwks":            {http.MethodGet: iss.jwks, http.MethodHead: iss.jwks},
+		"/sign-out":        {http.MethodPost: iss.signOut},
+		"/change-password": {http.MethodPost: iss.changePassword},
+		"/ok":              {http.MethodGet: iss.ok, http.MethodHead: iss.ok},
+	}
+	return iss, nil
+}
+
+// ServeHTTP routes /api/auth/* by hand: ServeMux would answer unknown
+// methods with plain-text 405s and redirect unclean paths, and every
+// answer here must be JSON.
+func (iss *Issuer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	sub, ok := strings.CutPrefix(r.URL.Path, BasePath)
+	if !ok || (sub != "" && sub[0] != '/') {
+		iss.fail(w, r, errNotFound)
+		return
+	}
+	methods, ok := iss.routes[sub]
+	if !ok {
+		iss.fail(w, r, errNotFound)
+		return
+	}
+	h, ok := methods[r.Method]
+	if !ok {
+		allow := make([]string, 0, len(methods))
+		for m := range methods {
+			allow = append(allow, m)
+		}
+		sort.Strings(allow)
+		w.Header().Set("Allow", strings.Join(allow, ", "))
+		iss.fail(w, r, &apiError{status: http.StatusMethodNotAllowed, code: "METHOD_NOT_ALLOWED", message: "Method not allowed"})
+		return
+	}
+	// Cross-site protection for every state-changing request (it lets
+	// GET/HEAD through, and non-browser clients that send neither Origin
+	// nor Sec-Fetch-Site).
+	if err := iss.csrf.Check(r); err != nil {
+		iss.log.Info("cross-origin request refused", "path", r.URL.Path, "origin", r.Header.Get("Origin"), "sec_fetch_site", r.Header.Get("Sec-Fetch-Site"))
+		iss.fail(w, r, errInvalidOrigin)
+		return
+	}
+	if apiErr := h(w, r); apiErr != nil {
+		iss.fail(w, r, apiErr)
+	}
+}
+
+func (iss *Issuer) fail(w http.ResponseWriter, r *http.Request, e *apiError) {
+	if e.cause != nil {
+		iss.log.Error("auth request failed", "path", r.URL.Path, "code", e.code, "error", e.cause.Error())
+	}
+	WriteError(w, e.status, e.code, e.message)
+}
+
+// PublicKeys returns the keys JWTs may be verified with: those whose
+// private half decrypts with the current secret and that are still within
+// publication. It reads the key records (one query).
+func (iss *Issuer) PublicKeys(ctx context.Context) ([]PublicKey, error) {
+	return iss.keys.publicKeys(ctx)
+}
+
+// InspectKeys reports every stored key and whether it opens with secret,
+// without creating one: for "check" and "keys list". Zero jwtTTL and now
+// mean 30 days and time.Now.
+func InspectKeys(ctx context.Context, store Store, secret []byte, jwtTTL time.Duration, now func() time.Time, log *slog.Logger) ([]KeyInfo, error) {
+	if jwtTTL == 0 {
+		jwtTTL = 30 * 24 * time.Hour
+	}
+	if now == nil {
+		now = time.Now
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	k := &keyring{store: store, secret: secret, jwtTTL: jwtTTL, now: now, log: log, decoded: map[string]*keyEntry{}}
+	return k.inspect(ctx)
+}
+
+// storeErr maps a store failure to the client: a missing row is the
+// caller's business, anything else is the store being unavailable.
+func storeErr(err error) *apiError {
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return errUnavailable(err)
+	}
+	return errInternal(err)
+}

@@ -1,0 +1,203 @@
+package issuer
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+	"time"
+)
+
+// PublicKey is a verification key the issuer publishes.
+type PublicKey struct {
+	KID string
+	Key ed25519.PublicKey
+}
+
+// KeyInfo describes one stored key as seen with the current secret.
+type KeyInfo struct {
+	KID       string
+	CreatedAt time.Time
+	ExpiresAt time.Time // zero: no end of signing
+	// Usable: the private key decrypts with the current secret and the key
+	// is still within publication (expires_at + jwt_ttl).
+	Usable  bool
+	Problem string // why not usable; empty when usable
+}
+
+// keyEntry is a stored key decoded with the current secret.
+type keyEntry struct {
+	rec  KeyRecord
+	pub  ed25519.PublicKey
+	priv ed25519.PrivateKey // nil when it does not decrypt
+	err  error
+}
+
+// keyring decides which stored keys are usable. It is the one place that
+// does so: JWKS, signing and the proxy's key source all go through it.
+type keyring struct {
+	store    Store
+	secret   []byte
+	jwtTTL   time.Duration
+	now      func() time.Time
+	log      *slog.Logger
+	onNewKey func(PublicKey)
+
+	mu      sync.Mutex
+	decoded map[string]*keyEntry // by kid; decrypting every read is waste, and a bad key is logged once
+	create  sync.Mutex           // one key creation at a time
+}
+
+// decode returns the decoded entry for rec, from cache when the row is unchanged.
+func (k *keyring) decode(rec KeyRecord) *keyEntry {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if e, ok := k.decoded[rec.ID]; ok && e.rec == rec {
+		return e
+	}
+	e := &keyEntry{rec: rec}
+	e.pub, e.err = parsePublicKey(rec.PublicKey)
+	if e.err == nil && rec.Alg != "" && rec.Alg != "EdDSA" {
+		e.err = fmt.Errorf("unsupported alg %q", rec.Alg)
+	}
+	if e.err == nil {
+		e.priv, e.err = openPrivateKey(k.secret, rec.PrivateKey, e.pub)
+	}
+	if e.err != nil {
+		e.priv = nil
+		k.log.Error("signing key unusable: left out of JWKS, every JWT it signed now fails verification",
+			"kid", rec.ID, "created_at", rec.CreatedAt, "error", e.err.Error())
+	}
+	k.decoded[rec.ID] = e
+	return e
+}
+
+func (k *keyring) usable(e *keyEntry, now time.Time) bool {
+	return e.priv != nil && (e.rec.ExpiresAt.IsZero() || now.Before(e.rec.ExpiresAt.Add(k.jwtTTL)))
+}
+
+func (k *keyring) signs(e *keyEntry, now time.Time) bool {
+	return e.priv != nil && (e.rec.ExpiresAt.IsZero() || now.Before(e.rec.ExpiresAt))
+}
+
+// read loads every key row (one query) and decodes it, newest first.
+func (k *keyring) read(ctx context.Context) ([]*keyEntry, error) {
+	recs, err := k.store.Keys(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("read keys: %w", err)
+	}
+	out := make([]*keyEntry, 0, len(recs))
+	for _, r := range recs {
+		out = append(out, k.decode(r))
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].rec.CreatedAt.After(out[j].rec.CreatedAt) })
+	return out, nil
+}
+
+// publicKeys returns the usable keys, newest first.
+func (k *keyring) publicKeys(ctx context.Context) ([]PublicKey, error) {
+	entries, err := k.read(ctx)
+	if err != nil {
+		return nil, err
+	}
+	now := k.now()
+	var out []PublicKey
+	for _, e := range entries {
+		if k.usable(e, now) {
+			out = append(out, PublicKey{KID: e.rec.ID, Key: e.pub})
+		}
+	}
+	return out, nil
+}
+
+// inspect reports every stored key with its usability.
+func (k *keyring) inspect(ctx context.Context) ([]KeyInfo, error) {
+	entries, err := k.read(ctx)
+	if err != nil {
+		return nil, err
+	}
+	now := k.now()
+	out := make([]KeyInfo, 0, len(entries))
+	for _, e := range entries {
+		ki := KeyInfo{KID: e.rec.ID, CreatedAt: e.rec.CreatedAt, ExpiresAt: e.rec.ExpiresAt, Usable: k.usable(e, now)}
+		switch {
+		case e.err != nil:
+			ki.Problem = e.err.Error()
+		case !ki.Usable:
+			ki.Problem = "past publication (expires_at + jwt_ttl)"
+		}
+		out = append(out, ki)
+	}
+	return out, nil
+}
+
+// signingKey returns the newest key that may sign, creating one when none
+// can: on first start, after AUTH_SECRET rotation, or when the last key's
+// signing period ended.
+func (k *keyring) signingKey(ctx context.Context) (*keyEntry, error) {
+	if e, err := k.currentSigner(ctx); err != nil || e != nil {
+		return e, err
+	}
+	k.create.Lock()
+	defer k.create.Unlock()
+	// Another request may have created it while we waited.
+	if e, err := k.currentSigner(ctx); err != nil || e != nil {
+		return e, err
+	}
+	return k.createKey(ctx)
+}
+
+func (k *keyring) currentSigner(ctx context.Context) (*keyEntry, error) {
+	entries, err := k.read(ctx)
+	if err != nil {
+		return nil, err
+	}
+	now := k.now()
+	for _, e := range entries {
+		if k.signs(e, now) {
+			return e, nil
+		}
+	}
+	return nil, nil
+}
+
+// createKey makes, stores and announces a new Ed25519 key. The verifier
+// hears of it (onNewKey) before the first JWT it signs leaves, so a fresh
+// token is never refused while the verifier's refetch cooldown runs.
+func (k *keyring) createKey(ctx context.Context) (*keyEntry, error) {
+	pub, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		return nil, fmt.Errorf("generate key: %w", err)
+	}
+	kid, err := newID()
+	if err != nil {
+		return nil, err
+	}
+	sealed, err := sealPrivateKey(k.secret, priv)
+	if err != nil {
+		return nil, err
+	}
+	rec := KeyRecord{
+		ID:         kid,
+		PublicKey:  marshalPublicKey(pub),
+		PrivateKey: sealed,
+		CreatedAt:  k.now().UTC().Truncate(time.Millisecond),
+		Alg:        "EdDSA",
+		Crv:        "Ed25519",
+	}
+	if err := k.store.InsertKey(ctx, rec); err != nil {
+		return nil, fmt.Errorf("store key: %w", err)
+	}
+	e := &keyEntry{rec: rec, pub: pub, priv: priv}
+	k.mu.Lock()
+	k.decoded[kid] = e
+	k.mu.Unlock()
+	k.log.Info("created signing key", "kid", kid)
+	if k.onNewKey != nil {
+		k.onNewKey(PublicKey{KID: kid, Key: pub})
+	}
+	return e, nil
+}

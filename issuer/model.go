@@ -1,0 +1,76 @@
+package issuer
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// User is the identity a JWT names. Only ID is authoritative for
+// authorization: the other fields are a snapshot copied into JWTs.
+type User struct {
+	ID            string
+	Name          string
+	Email         string // always lower case
+	EmailVerified bool
+	Image         *string // nil when unset
+	CreatedAt     time.Time
+	UpdatedAt     time.Time
+}
+
+// Session is a cookie session record. Token is the secret the cookie carries.
+type Session struct {
+	ID        string
+	Token     string
+	UserID    string
+	ExpiresAt time.Time
+	CreatedAt time.Time
+	UpdatedAt time.Time
+	IPAddress string
+	UserAgent string
+	// Remember is false for rememberMe:false sign-ins: the cookie then has no
+	// Max-Age and the session is never extended, as in Better Auth.
+	Remember bool
+}
+
+// KeyRecord is one row of the jwks table, exactly as stored.
+type KeyRecord struct {
+	ID         string // the JWT kid
+	PublicKey  string // public JWK JSON {"crv","x","kty"}
+	PrivateKey string // hex(nonce‖ciphertext‖tag), optionally as a JSON string literal
+	CreatedAt  time.Time
+	ExpiresAt  time.Time // zero: signs until a newer key exists
+	Alg        string    // empty means EdDSA
+	Crv        string    // empty means Ed25519
+}
+
+// Store is what the issuer needs from the database. Every method that
+// writes commits before it returns.
+type Store interface {
+	// CreateUser inserts the user, its credential account and its first
+	// session in one transaction. ErrEmailTaken if the email exists.
+	CreateUser(ctx context.Context, u User, passwordHash string, s Session) error
+	// CredentialByEmail returns the user and its password hash. ErrNotFound
+	// when no user (or no password credential) has that email.
+	CredentialByEmail(ctx context.Context, email string) (User, string, error)
+	// PasswordHash returns the user's password hash, ErrNotFound if none.
+	PasswordHash(ctx context.Context, userID string) (string, error)
+	// SetPassword replaces the user's password hash.
+	SetPassword(ctx context.Context, userID, hash string, now time.Time) error
+	CreateSession(ctx context.Context, s Session) error
+	// SessionByToken returns the session and its user, ErrNotFound if none.
+	SessionByToken(ctx context.Context, token string) (Session, User, error)
+	ExtendSession(ctx context.Context, id string, expiresAt, now time.Time) error
+	// DeleteSession deletes by token; deleting nothing is not an error.
+	DeleteSession(ctx context.Context, token string) error
+	// DeleteOtherSessions deletes every session of userID except keepToken.
+	DeleteOtherSessions(ctx context.Context, userID, keepToken string) error
+	Keys(ctx context.Context) ([]KeyRecord, error)
+	InsertKey(ctx context.Context, k KeyRecord) error
+}
+
+// Store errors. Implementations return these (possibly wrapped).
+var (
+	ErrNotFound   = errors.New("not found")
+	ErrEmailTaken = errors.New("email already registered")
+)

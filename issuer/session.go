@@ -1,0 +1,168 @@
+package issuer
+
+import (
+	"context"
+	"errors"
+	"net/http"
+)
+
+// lookup resolves the request's session cookie. found is false for no
+// cookie, a bad signature, an unknown session or an expired one; stale
+// reports a well-signed cookie that named no live session (the client
+// should drop it). An expired session row is deleted when met, unless
+// readOnly.
+func (iss *Issuer) lookup(ctx context.Context, r *http.Request, readOnly bool) (s Session, u User, found, stale bool, err error) {
+	token, ok := iss.cookies.token(r)
+	if !ok {
+		return Session{}, User{}, false, false, nil
+	}
+	s, u, err = iss.store.SessionByToken(ctx, token)
+	if errors.Is(err, ErrNotFound) {
+		return Session{}, User{}, false, true, nil
+	}
+	if err != nil {
+		return Session{}, User{}, false, false, err
+	}
+	if !iss.now().Before(s.ExpiresAt) {
+		if !readOnly {
+			if err := iss.store.DeleteSession(ctx, token); err != nil {
+				return Session{}, User{}, false, false, err
+			}
+		}
+		return Session{}, User{}, false, true, nil
+	}
+	return s, u, true, false, nil
+}
+
+// SessionUser returns the user of the request's session cookie, for the
+// cookie-only routes the proxy serves. ErrNotFound when there is none.
+func (iss *Issuer) SessionUser(ctx context.Context, r *http.Request) (User, error) {
+	_, u, found, _, err := iss.lookup(ctx, r, true)
+	if err != nil {
+		return User{}, err
+	}
+	if !found {
+		return User{}, ErrNotFound
+	}
+	return u, nil
+}
+
+// getSession returns {session, user} and, on GET and POST, a fresh JWT in
+// the set-auth-jwt header: the second step of the two-step login. HEAD
+// neither extends the session nor issues a JWT.
+func (iss *Issuer) getSession(w http.ResponseWriter, r *http.Request) *apiError {
+	h := w.Header()
+	h.Set("Cache-Control", "no-store")
+	h.Set("Pragma", "no-cache")
+	h.Set("Access-Control-Expose-Headers", "set-auth-jwt")
+	head := r.Method == http.MethodHead
+	if r.Method == http.MethodPost {
+		// A body is optional, but when present it must be well-formed.
+		if _, apiErr := readFields(w, r, iss.bodyBytes, false); apiErr != nil {
+			return apiErr
+		}
+	}
+	s, u, found, stale, err := iss.lookup(r.Context(), r, head)
+	if err != nil {
+		return storeErr(err)
+	}
+	if !found {
+		if stale && !head {
+			iss.cookies.clear(w)
+		}
+		writeJSON(w, http.StatusOK, nil)
+		return nil
+	}
+	if !head {
+		if s, err = iss.maybeExtend(r.Context(), w, s); err != nil {
+			return storeErr(err)
+		}
+		jwt, apiErr := iss.issueJWT(r.Context(), u)
+		if apiErr != nil {
+			return apiErr
+		}
+		h.Set("Set-Auth-Jwt", jwt)
+	}
+	writeJSON(w, http.StatusOK, struct {
+		Session sessionJSON `json:"session"`
+		User    userJSON    `json:"user"`
+	}{toSessionJSON(s), toUserJSON(u)})
+	return nil
+}
+
+// maybeExtend slides a remembered session's expiry once it is older than
+// the update age, as Better Auth does, and re-sets the cookie to match.
+func (iss *Issuer) maybeExtend(ctx context.Context, w http.ResponseWriter, s Session) (Session, error) {
+	now := iss.now().UTC().Truncate(timeUnit)
+	if !s.Remember || s.ExpiresAt.Add(-iss.sessionTTL).Add(iss.updateAge).After(now) {
+		return s, nil
+	}
+	exp := now.Add(iss.sessionTTL)
+	if err := iss.store.ExtendSession(ctx, s.ID, exp, now); err != nil {
+		return s, err
+	}
+	s.ExpiresAt, s.UpdatedAt = exp, now
+	iss.setSessionCookie(w, s)
+	return s, nil
+}
+
+// issueJWT signs a JWT for u with the current signing key. It reads the
+// key records (contract §3), which is how a key rotated by another process
+// is picked up without a restart.
+func (iss *Issuer) issueJWT(ctx context.Context, u User) (string, *apiError) {
+	key, err := iss.keys.signingKey(ctx)
+	if err != nil {
+		return "", storeErr(err)
+	}
+	jwt, err := signJWT(key, u, iss.origin, iss.now(), iss.jwtTTL)
+	if err != nil {
+		return "", errInternal(err)
+	}
+	return jwt, nil
+}
+
+// token is Better Auth's GET /token: the JWT in the body.
+func (iss *Issuer) token(w http.ResponseWriter, r *http.Request) *apiError {
+	w.Header().Set("Cache-Control", "no-store")
+	_, u, found, _, err := iss.lookup(r.Context(), r, false)
+	if err != nil {
+		return storeErr(err)
+	}
+	if !found {
+		return errUnauthorized
+	}
+	jwt, apiErr := iss.issueJWT(r.Context(), u)
+	if apiErr != nil {
+		return apiErr
+	}
+	writeJSON(w, http.StatusOK, struct {
+		Token string `json:"token"`
+	}{jwt})
+	return nil
+}
+
+// signOut deletes the session and expires the cookie. JWTs already issued
+// stay valid until they expire (contract §1: no immediate revocation).
+func (iss *Issuer) signOut(w http.ResponseWriter, r *http.Request) *apiError {
+	if _, apiErr := readFields(w, r, iss.bodyBytes, false); apiErr != nil {
+		return apiErr
+	}
+	if token, ok := iss.cookies.token(r); ok {
+		if err := iss.store.DeleteSession(r.Context(), token); err != nil {
+			return storeErr(err)
+		}
+	}
+	iss.cookies.clear(w)
+	writeJSON(w, http.StatusOK, struct {
+		Success bool `json:"success"`
+	}{true})
+	return nil
+}
+
+// ok is a liveness answer under /api/auth, as Better Auth has.
+func (iss *Issuer) ok(w http.ResponseWriter, r *http.Request) *apiError {
+	writeJSON(w, http.StatusOK, struct {
+		OK bool `json:"ok"`
+	}{true})
+	return nil
+}

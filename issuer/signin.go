@@ -1,0 +1,93 @@
+package issuer
+
+import (
+	"errors"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// timeUnit is the precision stored times keep (JavaScript's Date).
+const timeUnit = time.Millisecond
+
+// shortSessionTTL is a rememberMe:false session's lifetime (Better Auth's).
+const shortSessionTTL = 24 * time.Hour
+
+// signIn checks email and password and starts a cookie session. It returns
+// no JWT: the client calls get-session next (contract §3).
+func (iss *Issuer) signIn(w http.ResponseWriter, r *http.Request) *apiError {
+	f, apiErr := readFields(w, r, iss.bodyBytes, true)
+	if apiErr != nil {
+		return apiErr
+	}
+	email, _ := f.str("email", true)
+	password, _ := f.str("password", true)
+	callback, hasCallback := f.str("callbackURL", false)
+	remember := f.boolean("rememberMe", true)
+	if apiErr := f.err(); apiErr != nil {
+		return apiErr
+	}
+	if !validEmail(email) {
+		return errInvalidEmail
+	}
+	// Refused before hashing: a megabyte password must not buy scrypt time.
+	if apiErr := iss.checkPasswordLength(password); apiErr == errPasswordTooLong {
+		return apiErr
+	}
+	if hasCallback && !iss.validCallback(callback) {
+		return errInvalidCallback
+	}
+	u, hash, err := iss.store.CredentialByEmail(r.Context(), strings.ToLower(email))
+	switch {
+	case errors.Is(err, ErrNotFound):
+		// Same work as a real check, so timing does not reveal the account.
+		iss.hasher.verify(r.Context(), password, iss.dummyHash)
+		return errInvalidCredentials
+	case err != nil:
+		return storeErr(err)
+	}
+	ok, err := iss.hasher.verify(r.Context(), password, hash)
+	if err != nil {
+		return errInternal(err)
+	}
+	if !ok {
+		return errInvalidCredentials
+	}
+	s, err := iss.newSession(r, u.ID, remember)
+	if err != nil {
+		return errInternal(err)
+	}
+	if err := iss.store.CreateSession(r.Context(), s); err != nil {
+		return storeErr(err)
+	}
+	iss.setSessionCookie(w, s)
+	resp := struct {
+		Redirect bool     `json:"redirect"`
+		Token    string   `json:"token"`
+		URL      string   `json:"url,omitempty"`
+		User     userJSON `json:"user"`
+	}{Token: s.Token, User: toUserJSON(u)}
+	if hasCallback && callback != "" {
+		resp.Redirect, resp.URL = true, callback
+		w.Header().Set("Location", callback)
+	}
+	writeJSON(w, http.StatusOK, resp)
+	return nil
+}
+
+// validCallback admits a same-site path or a URL on a trusted origin, so
+// sign-in cannot be turned into an open redirect.
+func (iss *Issuer) validCallback(s string) bool {
+	if s == "" {
+		return true
+	}
+	if strings.HasPrefix(s, "/") {
+		return !strings.HasPrefix(s, "//") && !strings.ContainsAny(s, "\\\r\n\t")
+	}
+	u, err := url.Parse(s)
+	if err != nil || u.Host == "" || u.User != nil {
+		return false
+	}
+	return iss.trusted[u.Scheme+"://"+u.Host]
+}

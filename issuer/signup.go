@@ -1,0 +1,141 @@
+package issuer
+
+import (
+	"errors"
+	"net"
+	"net/http"
+	"strings"
+	"unicode/utf8"
+)
+
+const maxNameBytes = 256 // keeps every user's JWT well under 4 KiB
+
+// signUp creates the user, its credential and a first session.
+func (iss *Issuer) signUp(w http.ResponseWriter, r *http.Request) *apiError {
+	f, apiErr := readFields(w, r, iss.bodyBytes, true)
+	if apiErr != nil {
+		return apiErr
+	}
+	name, _ := f.str("name", true)
+	email, hasEmail := f.str("email", true)
+	password, hasPw := f.str("password", true)
+	image, hasImage := f.str("image", false)
+	remember := f.boolean("rememberMe", true)
+	f.maxBytes("name", name, maxNameBytes)
+	if hasEmail && !validEmail(email) {
+		f.fail("email", "Invalid email address")
+	}
+	if hasPw && password == "" {
+		f.fail("password", "Too small: expected string to have >=1 characters")
+	}
+	if apiErr := f.err(); apiErr != nil {
+		return apiErr
+	}
+	if apiErr := iss.checkPasswordLength(password); apiErr != nil {
+		return apiErr
+	}
+	email = strings.ToLower(email)
+
+	// Refuse a taken email before paying for a hash; the insert below
+	// still catches a race between two sign-ups.
+	if _, _, err := iss.store.CredentialByEmail(r.Context(), email); err == nil {
+		return errUserExists
+	} else if !errors.Is(err, ErrNotFound) {
+		return storeErr(err)
+	}
+	hash, err := iss.hasher.hash(r.Context(), password)
+	if err != nil {
+		return errInternal(err)
+	}
+	now := iss.now().UTC().Truncate(timeUnit)
+	id, err := newID()
+	if err != nil {
+		return errInternal(err)
+	}
+	u := User{ID: id, Name: name, Email: email, CreatedAt: now, UpdatedAt: now}
+	if hasImage {
+		u.Image = &image
+	}
+	s, err := iss.newSession(r, u.ID, remember)
+	if err != nil {
+		return errInternal(err)
+	}
+	if err := iss.store.CreateUser(r.Context(), u, hash, s); err != nil {
+		if errors.Is(err, ErrEmailTaken) {
+			return errUserExists
+		}
+		return storeErr(err)
+	}
+	iss.setSessionCookie(w, s)
+	writeJSON(w, http.StatusOK, struct {
+		Token string   `json:"token"`
+		User  userJSON `json:"user"`
+	}{s.Token, toUserJSON(u)})
+	return nil
+}
+
+// checkPasswordLength counts characters, not bytes, as Better Auth does.
+func (iss *Issuer) checkPasswordLength(pw string) *apiError {
+	n := utf8.RuneCountInString(pw)
+	switch {
+	case n < iss.minPw:
+		return errPasswordTooShort
+	case n > iss.maxPw:
+		return errPasswordTooLong
+	}
+	return nil
+}
+
+// newSession makes (but does not store) a session for userID.
+func (iss *Issuer) newSession(r *http.Request, userID string, remember bool) (Session, error) {
+	now := iss.now().UTC().Truncate(timeUnit)
+	id, err := newID()
+	if err != nil {
+		return Session{}, err
+	}
+	token, err := newID()
+	if err != nil {
+		return Session{}, err
+	}
+	ttl := iss.sessionTTL
+	if !remember && ttl > shortSessionTTL {
+		ttl = shortSessionTTL
+	}
+	return Session{
+		ID: id, Token: token, UserID: userID,
+		ExpiresAt: now.Add(ttl), CreatedAt: now, UpdatedAt: now,
+		IPAddress: clientIP(r), UserAgent: truncate(r.UserAgent(), 512),
+		Remember: remember,
+	}, nil
+}
+
+// setSessionCookie writes the cookie for s: persistent unless the user
+// asked not to be remembered.
+func (iss *Issuer) setSessionCookie(w http.ResponseWriter, s Session) {
+	maxAge := s.ExpiresAt.Sub(s.UpdatedAt) // set when the expiry was last moved
+	if !s.Remember {
+		maxAge = 0
+	}
+	iss.cookies.set(w, s.Token, maxAge)
+}
+
+// clientIP is the peer address. The sidecar is the edge: X-Forwarded-For
+// from the client is not evidence of anything.
+func clientIP(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	s = s[:n]
+	for !utf8.ValidString(s) {
+		s = s[:len(s)-1]
+	}
+	return s
+}

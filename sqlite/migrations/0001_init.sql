@@ -1,0 +1,53 @@
+-- Times are Unix milliseconds (UTC). Names follow Better Auth's logical
+-- schema in snake_case.
+CREATE TABLE "user" (
+	id             TEXT PRIMARY KEY,
+	name           TEXT NOT NULL,
+	email          TEXT NOT NULL UNIQUE,
+	email_verified INTEGER NOT NULL DEFAULT 0,
+	image          TEXT,
+	created_at     INTEGER NOT NULL,
+	updated_at     INTEGER NOT NULL
+);
+
+CREATE TABLE account (
+	id          TEXT PRIMARY KEY,
+	account_id  TEXT NOT NULL,
+	provider_id TEXT NOT NULL,
+	user_id     TEXT NOT NULL REFERENCES "user"(id) ON DELETE CASCADE,
+	password    TEXT,
+	created_at  INTEGER NOT NULL,
+	updated_at  INTEGER NOT NULL,
+	UNIQUE (provider_id, account_id)
+);
+CREATE INDEX account_user_id ON account(user_id);
+
+CREATE TABLE session (
+	id         TEXT PRIMARY KEY,
+	token      TEXT NOT NULL UNIQUE,
+	user_id    TEXT NOT NULL REFERENCES "user"(id) ON DELETE CASCADE,
+	expires_at INTEGER NOT NULL,
+	created_at INTEGER NOT NULL,
+	updated_at INTEGER NOT NULL,
+	ip_address TEXT NOT NULL DEFAULT '',
+	user_agent TEXT NOT NULL DEFAULT '',
+	remember   INTEGER NOT NULL DEFAULT 1
+);
+CREATE INDEX session_user_id ON session(user_id);
+
+CREATE TABLE jwks (
+	id          TEXT PRIMARY KEY,
+	public_key  TEXT NOT NULL,
+	private_key TEXT NOT NULL,
+	created_at  INTEGER NOT NULL,
+	expires_at  INTEGER,
+	alg         TEXT,
+	crv         TEXT
+);
+
+CREATE TABLE user_role (
+	user_id    TEXT NOT NULL REFERENCES "user"(id) ON DELETE CASCADE,
+	role       TEXT NOT NULL,
+	created_at INTEGER NOT NULL,
+	PRIMARY KEY (user_id, role)
+);

@@ -1,0 +1,105 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/authsidecar/authsidecar/issuer"
+)
+
+// CreateUser inserts user, credential account and first session atomically.
+func (db *DB) CreateUser(ctx context.Context, u issuer.User, passwordHash string, s issuer.Session) error {
+	return db.withTx(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx,
+			`INSERT INTO "user" (id, name, email, email_verified, image, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+			u.ID, u.Name, u.Email, u.EmailVerified, u.Image, ms(u.CreatedAt), ms(u.UpdatedAt))
+		if err != nil {
+			if isUniqueViolation(err) {
+				return issuer.ErrEmailTaken
+			}
+			return fmt.Errorf("insert user: %w", err)
+		}
+		// The credential account's id is derived: it is never exposed and a
+		// user has exactly one.
+		_, err = tx.ExecContext(ctx,
+			`INSERT INTO account (id, account_id, provider_id, user_id, password, created_at, updated_at) VALUES (?, ?, 'credential', ?, ?, ?, ?)`,
+			"cred_"+u.ID, u.ID, u.ID, passwordHash, ms(u.CreatedAt), ms(u.UpdatedAt))
+		if err != nil {
+			return fmt.Errorf("insert account: %w", err)
+		}
+		return insertSession(ctx, tx, s)
+	})
+}
+
+const userColumns = `u.id, u.name, u.email, u.email_verified, u.image, u.created_at, u.updated_at`
+
+func scanUser(sc interface{ Scan(...any) error }, extra ...any) (issuer.User, error) {
+	var u issuer.User
+	var image sql.NullString
+	var created, updated int64
+	dest := append([]any{&u.ID, &u.Name, &u.Email, &u.EmailVerified, &image, &created, &updated}, extra...)
+	if err := sc.Scan(dest...); err != nil {
+		return issuer.User{}, err
+	}
+	if image.Valid {
+		u.Image = &image.String
+	}
+	u.CreatedAt, u.UpdatedAt = fromMS(created), fromMS(updated)
+	return u, nil
+}
+
+// CredentialByEmail returns the user with that (lower-case) email and its
+// password hash.
+func (db *DB) CredentialByEmail(ctx context.Context, email string) (issuer.User, string, error) {
+	var hash sql.NullString
+	row := db.r.QueryRowContext(ctx,
+		`SELECT `+userColumns+`, a.password FROM "user" u
+		 JOIN account a ON a.user_id = u.id AND a.provider_id = 'credential'
+		 WHERE u.email = ?`, email)
+	u, err := scanUser(row, &hash)
+	if errors.Is(err, sql.ErrNoRows) || (err == nil && !hash.Valid) {
+		return issuer.User{}, "", issuer.ErrNotFound
+	}
+	if err != nil {
+		return issuer.User{}, "", fmt.Errorf("user by email: %w", err)
+	}
+	return u, hash.String, nil
+}
+
+// PasswordHash returns the user's credential hash.
+func (db *DB) PasswordHash(ctx context.Context, userID string) (string, error) {
+	var hash sql.NullString
+	err := db.r.QueryRowContext(ctx,
+		`SELECT password FROM account WHERE user_id = ? AND provider_id = 'credential'`, userID).Scan(&hash)
+	if errors.Is(err, sql.ErrNoRows) || (err == nil && !hash.Valid) {
+		return "", issuer.ErrNotFound
+	}
+	if err != nil {
+		return "", fmt.Errorf("password hash: %w", err)
+	}
+	return hash.String, nil
+}
+
+// SetPassword replaces the credential hash.
+func (db *DB) SetPassword(ctx context.Context, userID, hash string, now time.Time) error {
+	res, err := db.w.ExecContext(ctx,
+		`UPDATE account SET password = ?, updated_at = ? WHERE user_id = ? AND provider_id = 'credential'`,
+		hash, ms(now), userID)
+	if err != nil {
+		return fmt.Errorf("set password: %w", err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return issuer.ErrNotFound
+	}
+	return nil
+}
+
+func isUniqueViolation(err error) bool {
+	// modernc reports "constraint failed: UNIQUE constraint failed: ..." with
+	// extended code 2067; the message is stable across versions.
+	return err != nil && strings.Contains(err.Error(), "UNIQUE constraint failed")
+}

@@ -1,0 +1,340 @@
+// client-check.mjs drives authsidecar's /api/auth/* with Better Auth's own
+// browser client (better-auth/client + jwtClient) and checks every response
+// the way a web app depends on it. It was first run against real Better Auth
+// 1.7.25 (see shared/reference/better-auth-wire.md, section 13 and App. C).
+//
+// Environment:
+//   BASE_URL     server root, e.g. http://127.0.0.1:18080 (required)
+//   BASE_PATH    auth mount path (default /api/auth)
+//   COOKIE_NAME  session cookie name (default auth.session_token)
+//   EXPECT_TTL   JWT exp - iat in seconds (default 2592000 = 30 days, per CONTRACT.md)
+//   EXPECT_ISS   JWT iss (default: origin of BASE_URL)
+//   EXPECT_AUD   JWT aud (default: origin of BASE_URL)
+//
+// Output: one "PASS <name> - detail" or "FAIL <name> - detail" line per check,
+// then "N passed, M failed" alone on a line. Exit 0 only if nothing failed.
+
+import { createAuthClient } from "better-auth/client";
+import { jwtClient } from "better-auth/client/plugins";
+import { createRemoteJWKSet, decodeProtectedHeader, jwtVerify } from "jose";
+
+const TIMEOUT_MS = 30_000;
+
+const BASE_URL = (process.env.BASE_URL ?? "").replace(/\/+$/, "");
+if (!BASE_URL) {
+	console.log("FAIL config - BASE_URL is not set (e.g. BASE_URL=http://127.0.0.1:18080)");
+	console.log("0 passed, 1 failed");
+	process.exit(1);
+}
+const BASE_PATH = process.env.BASE_PATH ?? "/api/auth";
+const ORIGIN = new URL(BASE_URL).origin;
+const COOKIE_NAME = process.env.COOKIE_NAME || "auth.session_token";
+const EXPECT_TTL = Number(process.env.EXPECT_TTL || 2592000);
+const EXPECT_ISS = process.env.EXPECT_ISS || ORIGIN;
+const EXPECT_AUD = process.env.EXPECT_AUD || ORIGIN;
+const JWKS_URL = new URL(BASE_URL + BASE_PATH + "/jwks");
+
+let passed = 0;
+let failed = 0;
+
+function report(ok, name, detail = "") {
+	if (ok) passed++;
+	else failed++;
+	console.log(`${ok ? "PASS" : "FAIL"} ${name}${detail ? " - " + detail : ""}`);
+	return ok;
+}
+
+function summary() {
+	console.log(`${passed} passed, ${failed} failed`);
+}
+
+// The whole run is bounded so a hung server cannot hang the Go test.
+const watchdog = setTimeout(() => {
+	report(false, "timeout", `script did not finish within ${TIMEOUT_MS / 1000}s`);
+	summary();
+	process.exit(1);
+}, TIMEOUT_MS);
+
+const json = (v) => {
+	try {
+		return JSON.stringify(v);
+	} catch {
+		return String(v);
+	}
+};
+const clip = (s, n = 400) => (s && s.length > n ? s.slice(0, n) + "…" : s);
+
+// ---------------------------------------------------------------------------
+// Cookie jar and browser-like fetch.
+//
+// Node's fetch keeps no cookies, so this wrapper stores Set-Cookie values and
+// sends them back as Cookie, and adds Origin on non-GET requests like a
+// browser does (Better Auth rejects cookie-carrying POSTs without it). Every
+// exchange is logged so checks can look at raw status, headers and body.
+
+const jar = new Map(); // cookie name -> value
+const exchanges = []; // {method, path, status, headers, setCookies, body}
+
+function parseSetCookie(line) {
+	const [pair, ...attrs] = line.split(";");
+	const eq = pair.indexOf("=");
+	const name = pair.slice(0, eq).trim();
+	const value = pair.slice(eq + 1).trim();
+	const a = {};
+	for (const attr of attrs) {
+		const i = attr.indexOf("=");
+		const k = (i < 0 ? attr : attr.slice(0, i)).trim().toLowerCase();
+		a[k] = i < 0 ? true : attr.slice(i + 1).trim();
+	}
+	let expired = false;
+	if ("max-age" in a && Number(a["max-age"]) <= 0) expired = true;
+	else if (!("max-age" in a) && "expires" in a && Date.parse(a.expires) <= Date.now()) expired = true;
+	return { name, value, attrs: a, expired, raw: line };
+}
+
+async function jarFetch(input, init = {}) {
+	const url = new URL(input instanceof Request ? input.url : String(input));
+	const method = (init.method || (input instanceof Request ? input.method : "GET")).toUpperCase();
+	const headers = new Headers(init.headers || (input instanceof Request ? input.headers : undefined));
+	if (!headers.has("cookie") && jar.size > 0) {
+		headers.set("cookie", [...jar].map(([k, v]) => `${k}=${v}`).join("; "));
+	}
+	if (method !== "GET" && method !== "HEAD" && !headers.has("origin")) headers.set("origin", ORIGIN);
+
+	const res = await fetch(input, { ...init, method, headers });
+
+	const setCookies = res.headers.getSetCookie().map(parseSetCookie);
+	for (const c of setCookies) {
+		if (c.expired) jar.delete(c.name);
+		else jar.set(c.name, c.value);
+	}
+	let body = "";
+	try {
+		body = await res.clone().text();
+	} catch (e) {
+		body = `<unreadable body: ${e.message}>`;
+	}
+	exchanges.push({ method, path: url.pathname, status: res.status, headers: res.headers, setCookies, body });
+	return res;
+}
+
+// The last logged exchange for a path under BASE_PATH, e.g. last("/sign-in/email").
+function last(path) {
+	for (let i = exchanges.length - 1; i >= 0; i--) {
+		if (exchanges[i].path === BASE_PATH + path) return exchanges[i];
+	}
+	return undefined;
+}
+
+function describe(ex) {
+	if (!ex) return "no request was made";
+	return `status=${ex.status} body=${clip(ex.body)}`;
+}
+
+function sessionCookieSet(ex) {
+	return ex?.setCookies.find((c) => c.name === COOKIE_NAME && !c.expired);
+}
+
+function exposesJwtHeader(headers) {
+	const v = headers?.get("access-control-expose-headers") ?? "";
+	return v
+		.split(",")
+		.map((s) => s.trim().toLowerCase())
+		.includes("set-auth-jwt");
+}
+
+// ---------------------------------------------------------------------------
+
+const client = createAuthClient({
+	baseURL: BASE_URL,
+	basePath: BASE_PATH,
+	plugins: [jwtClient()],
+	fetchOptions: { customFetchImpl: jarFetch },
+});
+
+const jwks = createRemoteJWKSet(JWKS_URL);
+
+// verify checks a JWT the way a resource server does. It returns the payload
+// and protected header, or throws.
+async function verify(token, keySet = jwks) {
+	const { payload, protectedHeader } = await jwtVerify(token, keySet, {
+		issuer: EXPECT_ISS,
+		audience: EXPECT_AUD,
+		algorithms: ["EdDSA"],
+	});
+	return { payload, protectedHeader };
+}
+
+async function main() {
+	const stamp = `${Date.now()}-${Math.random().toString(36).slice(2, 8)}`;
+	const email = `client-check+${stamp}@example.com`;
+	const password = "correct-horse-battery-staple";
+	const name = "Client Check";
+
+	// 1. Sign-up.
+	const up = await client.signUp.email({ name, email, password });
+	const upEx = last("/sign-up/email");
+	const user = up.data?.user;
+	report(
+		!up.error && typeof up.data?.token === "string" && up.data.token.length > 0 && typeof user?.id === "string" && user.email === email,
+		"sign-up/email returns {token,user}",
+		up.error ? `${json(up.error)} ${describe(upEx)}` : `user.id=${user?.id} email=${user?.email} token=${up.data?.token ? "set" : "missing"}`,
+	);
+	const upCookie = sessionCookieSet(upEx);
+	report(!!upCookie, `sign-up sets ${COOKIE_NAME} cookie`, upCookie ? Object.entries(upCookie.attrs).map(([k, v]) => (v === true ? k : `${k}=${v}`)).join("; ") : `set-cookie=${json(upEx?.setCookies.map((c) => c.raw))} ${describe(upEx)}`);
+	report(upEx && !upEx.headers.has("set-auth-jwt"), "sign-up response has no set-auth-jwt header", upEx ? `set-auth-jwt=${upEx.headers.get("set-auth-jwt") ?? "absent"}` : "no request was made");
+
+	// 2. Duplicate sign-up.
+	const dup = await client.signUp.email({ name, email, password });
+	report(
+		dup.error?.status === 422 && dup.error?.code === "USER_ALREADY_EXISTS_USE_ANOTHER_EMAIL",
+		"duplicate sign-up rejected (422 USER_ALREADY_EXISTS_USE_ANOTHER_EMAIL)",
+		dup.error ? json(dup.error) : `unexpected success ${describe(last("/sign-up/email"))}`,
+	);
+
+	// 3. Sign-out after sign-up.
+	const out1 = await client.signOut();
+	report(out1.data?.success === true && !out1.error, "sign-out after sign-up returns {success:true}", out1.error ? `${json(out1.error)} ${describe(last("/sign-out"))}` : json(out1.data));
+
+	// 4. Wrong password.
+	const bad = await client.signIn.email({ email, password: password + "-wrong" });
+	report(
+		bad.error?.status === 401 && bad.error?.code === "INVALID_EMAIL_OR_PASSWORD",
+		"sign-in with wrong password rejected (401 INVALID_EMAIL_OR_PASSWORD)",
+		bad.error ? json(bad.error) : `unexpected success ${describe(last("/sign-in/email"))}`,
+	);
+
+	// 5. Sign-in.
+	const inn = await client.signIn.email({ email, password });
+	const inEx = last("/sign-in/email");
+	report(
+		!inn.error && inn.data?.redirect === false && typeof inn.data?.token === "string" && inn.data.token.length > 0 && inn.data?.user?.id === user?.id,
+		"sign-in/email returns {redirect:false,token,user}",
+		inn.error ? `${json(inn.error)} ${describe(inEx)}` : `redirect=${inn.data?.redirect} token=${inn.data?.token ? "set" : "missing"} user.id=${inn.data?.user?.id}`,
+	);
+	const inCookie = sessionCookieSet(inEx);
+	report(!!inCookie, `sign-in sets ${COOKIE_NAME} cookie`, inCookie ? "" : `set-cookie=${json(inEx?.setCookies.map((c) => c.raw))} ${describe(inEx)}`);
+	report(inEx && !inEx.headers.has("set-auth-jwt"), "sign-in response has no set-auth-jwt header", inEx ? `set-auth-jwt=${inEx.headers.get("set-auth-jwt") ?? "absent"}` : "no request was made");
+	const oldCookie = inCookie ? `${COOKIE_NAME}=${inCookie.value}` : undefined;
+
+	// 6. getSession (GET), reading set-auth-jwt the documented way.
+	let jwt = null;
+	let sessHeaders = null;
+	const sess = await client.getSession({
+		fetchOptions: {
+			onSuccess: (ctx) => {
+				jwt = ctx.response.headers.get("set-auth-jwt");
+				sessHeaders = ctx.response.headers;
+			},
+		},
+	});
+	const gsEx = last("/get-session");
+	report(
+		!sess.error && sess.data?.user?.id === user?.id && sess.data?.session?.userId === user?.id && typeof sess.data?.session?.id === "string",
+		"getSession returns {session,user} for the signed-in user",
+		sess.error || !sess.data ? `error=${json(sess.error)} data=${json(sess.data)} ${describe(gsEx)}` : `method=${gsEx?.method} session.id=${sess.data.session?.id} session.userId=${sess.data.session?.userId} user.id=${sess.data.user?.id}`,
+	);
+	report(!!jwt, "get-session response carries set-auth-jwt header", jwt ? `${jwt.length} chars` : `headers=${json(Object.fromEntries(gsEx?.headers ?? []))} ${describe(gsEx)}`);
+	report(exposesJwtHeader(sessHeaders ?? gsEx?.headers), "Access-Control-Expose-Headers includes set-auth-jwt", `${(sessHeaders ?? gsEx?.headers)?.get("access-control-expose-headers") ?? "absent"}`);
+
+	let claims = null;
+	if (jwt) {
+		let hdr = null;
+		try {
+			hdr = decodeProtectedHeader(jwt);
+		} catch (e) {
+			hdr = { error: e.message };
+		}
+		report(hdr?.alg === "EdDSA" && typeof hdr?.kid === "string" && hdr.kid.length > 0, "JWT header alg=EdDSA with kid", json(hdr));
+		try {
+			({ payload: claims } = await verify(jwt));
+			report(true, `JWT verifies against ${JWKS_URL} (iss/aud=${EXPECT_ISS}${EXPECT_AUD !== EXPECT_ISS ? "/" + EXPECT_AUD : ""})`);
+		} catch (e) {
+			report(false, `JWT verifies against ${JWKS_URL} (iss/aud=${EXPECT_ISS})`, `${e.code ?? e.name}: ${e.message}`);
+		}
+		if (claims) {
+			report(claims.sub === user?.id, "JWT sub == user.id", `sub=${claims.sub} user.id=${user?.id}`);
+			report(claims.exp - claims.iat === EXPECT_TTL, `JWT exp - iat == ${EXPECT_TTL}s`, `iat=${claims.iat} exp=${claims.exp} lifetime=${claims.exp - claims.iat}s`);
+			report(claims.email === email, "JWT carries user claims (email)", `email=${claims.email} claims=${Object.keys(claims).join(",")}`);
+		} else {
+			report(false, "JWT claims checks skipped (JWT did not verify)");
+		}
+	} else {
+		report(false, "JWT checks skipped (no set-auth-jwt)");
+	}
+
+	// 7. client.jwks() from jwtClient.
+	const keys = await client.jwks();
+	const jwksEx = last("/jwks");
+	const keyList = Array.isArray(keys.data?.keys) ? keys.data.keys : null;
+	const wellFormed = keyList && keyList.length > 0 && keyList.every((k) => typeof k.kid === "string" && typeof k.kty === "string" && typeof k.alg === "string");
+	const leaked = keyList?.filter((k) => "d" in k || "p" in k || "q" in k) ?? [];
+	let jwtKid = null;
+	try {
+		jwtKid = jwt ? decodeProtectedHeader(jwt).kid : null;
+	} catch {}
+	report(
+		!keys.error && wellFormed && leaked.length === 0 && (!jwtKid || keyList.some((k) => k.kid === jwtKid)),
+		"client.jwks() returns {keys:[{kid,kty,alg,...}]} with no private members and the JWT's kid",
+		keys.error ? `${json(keys.error)} ${describe(jwksEx)}` : leaked.length ? `PRIVATE KEY MATERIAL EXPOSED in kid=${leaked.map((k) => k.kid).join(",")}` : json(keys.data),
+	);
+
+	// 8. GET /token. jwtClient has no token action; the client's path proxy
+	// turns client.token() into GET /token (Better Auth docs: authClient.token()).
+	const tok = await client.token();
+	const tokEx = last("/token");
+	if (!tok.error && typeof tok.data?.token === "string") {
+		try {
+			const { payload } = await verify(tok.data.token);
+			const ok = payload.sub === user?.id && payload.exp - payload.iat === EXPECT_TTL;
+			report(ok, "GET /token returns {token} that verifies", `method=${tokEx?.method} sub=${payload.sub} lifetime=${payload.exp - payload.iat}s`);
+		} catch (e) {
+			report(false, "GET /token returns {token} that verifies", `${e.code ?? e.name}: ${e.message}`);
+		}
+	} else {
+		report(false, "GET /token returns {token} that verifies", `error=${json(tok.error)} data=${json(tok.data)} ${describe(tokEx)}`);
+	}
+
+	// 9. Sign-out.
+	const out2 = await client.signOut();
+	const outEx = last("/sign-out");
+	report(out2.data?.success === true && !out2.error, "sign-out returns {success:true}", out2.error ? `${json(out2.error)} ${describe(outEx)}` : json(out2.data));
+	const expired = outEx?.setCookies.find((c) => c.name === COOKIE_NAME && c.expired);
+	report(!!expired && !jar.has(COOKIE_NAME), "sign-out expires the session cookie", expired ? expired.raw : `set-cookie=${json(outEx?.setCookies.map((c) => c.raw))} ${describe(outEx)}`);
+
+	// 10. getSession afterwards.
+	const after = await client.getSession();
+	report(!after.error && after.data === null, "getSession after sign-out is null", `error=${json(after.error)} data=${json(after.data)} ${after.error ? describe(last("/get-session")) : ""}`.trim());
+
+	// 11. The signed-out session cookie itself is dead server-side, not just
+	// dropped from the jar.
+	if (oldCookie) {
+		const replay = await client.$fetch("/get-session", { method: "GET", headers: { cookie: oldCookie } });
+		report(!replay.error && replay.data === null, "old session cookie after sign-out gets null", `error=${json(replay.error)} data=${clip(json(replay.data))}`);
+	} else {
+		report(false, "old session cookie after sign-out gets null", "skipped: sign-in set no cookie");
+	}
+
+	// 12. No immediate revocation: the earlier JWT still verifies, against a
+	// freshly fetched key set.
+	if (jwt) {
+		try {
+			const { payload } = await verify(jwt, createRemoteJWKSet(JWKS_URL));
+			report(payload.sub === user?.id, "JWT issued before sign-out still verifies (no immediate revocation)", `sub=${payload.sub}`);
+		} catch (e) {
+			report(false, "JWT issued before sign-out still verifies (no immediate revocation)", `${e.code ?? e.name}: ${e.message}`);
+		}
+	} else {
+		report(false, "JWT issued before sign-out still verifies (no immediate revocation)", "skipped: no JWT was issued");
+	}
+}
+
+try {
+	await main();
+} catch (e) {
+	const cause = e?.cause ? ` (cause: ${e.cause.code ?? ""} ${e.cause.message ?? e.cause})` : "";
+	report(false, "unexpected exception", `${e?.message ?? e}${cause} at ${BASE_URL}\n${e?.stack ?? ""}`);
+}
+clearTimeout(watchdog);
+summary();
+process.exit(failed === 0 && passed > 0 ? 0 : 1);
