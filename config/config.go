@@ -87,10 +87,10 @@ type Auth struct {
 	// the cookie from. "none" requires an https BaseURL (browsers drop
 	// SameSite=None cookies that are not Secure).
 	CookieSameSite string `yaml:"cookie_same_site"`
-	// MinPasswordLength is the shortest password sign-up accepts, in bytes.
+	// MinPasswordLength is the shortest password sign-up accepts, in characters.
 	// Default 8. At least 1.
 	MinPasswordLength int `yaml:"min_password_length"`
-	// MaxPasswordLength is the longest password accepted, in bytes. Default
+	// MaxPasswordLength is the longest password accepted, in characters. Default
 	// 128. At most 1024, which bounds the hashing work one request can cause.
 	MaxPasswordLength int `yaml:"max_password_length"`
 	// TrustedOrigins are origins besides BaseURL's own that may make
