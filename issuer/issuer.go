@@ -238,6 +238,16 @@ func (iss *Issuer) PublicKeys(ctx context.Context) ([]PublicKey, error) {
 	return iss.keys.publicKeys(ctx)
 }
 
+// RotateKey makes a new signing key; the old ones stop signing but stay
+// in JWKS until the JWTs they signed have expired.
+func (iss *Issuer) RotateKey(ctx context.Context) (PublicKey, error) {
+	e, err := iss.keys.rotate(ctx)
+	if err != nil {
+		return PublicKey{}, err
+	}
+	return PublicKey{KID: e.rec.ID, Key: e.pub}, nil
+}
+
 // InspectKeys reports every stored key and whether it opens with secret,
 // without creating one: for "check" and "keys list". Zero jwtTTL and now
 // mean 30 days and time.Now.
@@ -255,11 +265,9 @@ func InspectKeys(ctx context.Context, store Store, secret []byte, jwtTTL time.Du
 	return k.inspect(ctx)
 }
 
-// storeErr maps a store failure to the client: a missing row is the
-// caller's business, anything else is the store being unavailable.
+// storeErr maps a store failure to the client: the store could not answer
+// (closed, locked past the deadline, disk gone). 503 says "try again"; the
+// cause goes to the log only.
 func storeErr(err error) *apiError {
-	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
-		return errUnavailable(err)
-	}
-	return errInternal(err)
+	return errUnavailable(err)
 }

@@ -164,6 +164,27 @@ func (k *keyring) currentSigner(ctx context.Context) (*keyEntry, error) {
 	return nil, nil
 }
 
+// rotate ends the signing period of every current signing key (they stay
+// published for jwt_ttl, so the JWTs they signed keep verifying) and
+// creates the key that signs from now on.
+func (k *keyring) rotate(ctx context.Context) (*keyEntry, error) {
+	k.create.Lock()
+	defer k.create.Unlock()
+	entries, err := k.read(ctx)
+	if err != nil {
+		return nil, err
+	}
+	now := k.now().UTC().Truncate(time.Millisecond)
+	for _, e := range entries {
+		if k.signs(e, now) {
+			if err := k.store.SetKeyExpiry(ctx, e.rec.ID, now); err != nil {
+				return nil, fmt.Errorf("retire key %s: %w", e.rec.ID, err)
+			}
+		}
+	}
+	return k.createKey(ctx)
+}
+
 // createKey makes, stores and announces a new Ed25519 key. The verifier
 // hears of it (onNewKey) before the first JWT it signs leaves, so a fresh
 // token is never refused while the verifier's refetch cooldown runs.

@@ -67,6 +67,8 @@ type Store interface {
 	DeleteOtherSessions(ctx context.Context, userID, keepToken string) error
 	Keys(ctx context.Context) ([]KeyRecord, error)
 	InsertKey(ctx context.Context, k KeyRecord) error
+	// SetKeyExpiry sets a key's expires_at (the end of its signing period).
+	SetKeyExpiry(ctx context.Context, kid string, at time.Time) error
 }
 
 // Store errors. Implementations return these (possibly wrapped).

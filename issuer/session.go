@@ -34,18 +34,20 @@ func (iss *Issuer) lookup(ctx context.Context, r *http.Request, readOnly bool) (
 	return s, u, true, false, nil
 }
 
-// SessionUser returns the user of the request's session cookie, for the
-// cookie-only routes the proxy serves. ErrNotFound when there is none.
-func (iss *Issuer) SessionUser(ctx context.Context, r *http.Request) (User, error) {
+// SessionUserID resolves the request's session cookie to a user id, for
+// the cookie-only routes the proxy serves: one session lookup, no writes.
+// found is false when there is no live session.
+func (iss *Issuer) SessionUserID(ctx context.Context, r *http.Request) (string, bool, error) {
 	_, u, found, _, err := iss.lookup(ctx, r, true)
-	if err != nil {
-		return User{}, err
+	if err != nil || !found {
+		return "", false, err
 	}
-	if !found {
-		return User{}, ErrNotFound
-	}
-	return u, nil
+	return u.ID, true, nil
 }
+
+// CookieName is the session cookie's name as sent ("__Secure-" prefixed on
+// https): the proxy strips it from forwarded requests.
+func (iss *Issuer) CookieName() string { return iss.cookies.name }
 
 // getSession returns {session, user} and, on GET and POST, a fresh JWT in
 // the set-auth-jwt header: the second step of the two-step login. HEAD

@@ -25,12 +25,14 @@ func insertSession(ctx context.Context, ex interface {
 
 // CreateSession stores a new session.
 func (db *DB) CreateSession(ctx context.Context, s issuer.Session) error {
+	db.observe(ctx, "create_session")
 	return insertSession(ctx, db.w, s)
 }
 
 // SessionByToken returns the session with that token and its user, in one
 // query.
 func (db *DB) SessionByToken(ctx context.Context, token string) (issuer.Session, issuer.User, error) {
+	db.observe(ctx, "session_by_token")
 	var s issuer.Session
 	var exp, created, updated int64
 	row := db.r.QueryRowContext(ctx,
@@ -49,6 +51,7 @@ func (db *DB) SessionByToken(ctx context.Context, token string) (issuer.Session,
 
 // ExtendSession moves a session's expiry.
 func (db *DB) ExtendSession(ctx context.Context, id string, expiresAt, now time.Time) error {
+	db.observe(ctx, "extend_session")
 	if _, err := db.w.ExecContext(ctx, `UPDATE session SET expires_at = ?, updated_at = ? WHERE id = ?`, ms(expiresAt), ms(now), id); err != nil {
 		return fmt.Errorf("extend session: %w", err)
 	}
@@ -57,6 +60,7 @@ func (db *DB) ExtendSession(ctx context.Context, id string, expiresAt, now time.
 
 // DeleteSession deletes the session with that token, if any.
 func (db *DB) DeleteSession(ctx context.Context, token string) error {
+	db.observe(ctx, "delete_session")
 	if _, err := db.w.ExecContext(ctx, `DELETE FROM session WHERE token = ?`, token); err != nil {
 		return fmt.Errorf("delete session: %w", err)
 	}
@@ -65,6 +69,7 @@ func (db *DB) DeleteSession(ctx context.Context, token string) error {
 
 // DeleteOtherSessions deletes the user's sessions except keepToken.
 func (db *DB) DeleteOtherSessions(ctx context.Context, userID, keepToken string) error {
+	db.observe(ctx, "delete_other_sessions")
 	if _, err := db.w.ExecContext(ctx, `DELETE FROM session WHERE user_id = ? AND token <> ?`, userID, keepToken); err != nil {
 		return fmt.Errorf("delete other sessions: %w", err)
 	}

@@ -24,6 +24,17 @@ import (
 type DB struct {
 	w *sql.DB // one connection: every write
 	r *sql.DB // reads
+
+	// Observe, when set, is called once per query with the request context
+	// and a short name of the operation: metrics count database work per
+	// route class with it. Set it before the DB is shared. Zero: not called.
+	Observe func(ctx context.Context, op string)
+}
+
+func (db *DB) observe(ctx context.Context, op string) {
+	if db.Observe != nil {
+		db.Observe(ctx, op)
+	}
 }
 
 // Open opens (creating with mode 0600 if needed) and migrates the database
@@ -73,6 +84,7 @@ func (db *DB) Close() error {
 
 // Ping runs a real query on a table, not just a connection check.
 func (db *DB) Ping(ctx context.Context) error {
+	db.observe(ctx, "ping")
 	var n int
 	if err := db.r.QueryRowContext(ctx, `SELECT count(*) FROM jwks`).Scan(&n); err != nil {
 		return fmt.Errorf("ping database: %w", err)

@@ -13,6 +13,7 @@ import (
 
 // CreateUser inserts user, credential account and first session atomically.
 func (db *DB) CreateUser(ctx context.Context, u issuer.User, passwordHash string, s issuer.Session) error {
+	db.observe(ctx, "create_user")
 	return db.withTx(ctx, func(tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx,
 			`INSERT INTO "user" (id, name, email, email_verified, image, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)`,
@@ -55,6 +56,7 @@ func scanUser(sc interface{ Scan(...any) error }, extra ...any) (issuer.User, er
 // CredentialByEmail returns the user with that (lower-case) email and its
 // password hash.
 func (db *DB) CredentialByEmail(ctx context.Context, email string) (issuer.User, string, error) {
+	db.observe(ctx, "credential_by_email")
 	var hash sql.NullString
 	row := db.r.QueryRowContext(ctx,
 		`SELECT `+userColumns+`, a.password FROM "user" u
@@ -72,6 +74,7 @@ func (db *DB) CredentialByEmail(ctx context.Context, email string) (issuer.User,
 
 // PasswordHash returns the user's credential hash.
 func (db *DB) PasswordHash(ctx context.Context, userID string) (string, error) {
+	db.observe(ctx, "password_hash")
 	var hash sql.NullString
 	err := db.r.QueryRowContext(ctx,
 		`SELECT password FROM account WHERE user_id = ? AND provider_id = 'credential'`, userID).Scan(&hash)
@@ -86,6 +89,7 @@ func (db *DB) PasswordHash(ctx context.Context, userID string) (string, error) {
 
 // SetPassword replaces the credential hash.
 func (db *DB) SetPassword(ctx context.Context, userID, hash string, now time.Time) error {
+	db.observe(ctx, "set_password")
 	res, err := db.w.ExecContext(ctx,
 		`UPDATE account SET password = ?, updated_at = ? WHERE user_id = ? AND provider_id = 'credential'`,
 		hash, ms(now), userID)

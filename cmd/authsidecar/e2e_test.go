@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -124,7 +125,12 @@ func (s *sidecar) do(t *testing.T, method, path, body string, hdr ...string) (*h
 // login over HTTP, then restarts it with the same and with another secret.
 func TestServeEndToEnd(t *testing.T) {
 	dir := t.TempDir()
-	cfgPath, port := writeConfig(t, dir, "")
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(map[string]string{"user": r.Header.Get("X-User-Id"), "path": r.URL.Path})
+	}))
+	defer up.Close()
+	cfgPath, port := writeConfig(t, dir, fmt.Sprintf("upstream: %q\n", up.URL))
 	s := startSidecar(t, cfgPath, port, e2eSecret)
 
 	res, body := s.do(t, "POST", "/api/auth/sign-up/email", `{"name":"E2E","email":"e2e@example.com","password":"correct-horse-battery"}`)
@@ -145,6 +151,13 @@ func TestServeEndToEnd(t *testing.T) {
 		t.Errorf("database file: got %v %v, want mode 0600", info.Mode(), err)
 	}
 	_, jwks1 := s.do(t, "GET", "/api/auth/jwks", "")
+	res, body = s.do(t, "GET", "/api/tasks", "", "Authorization", "Bearer "+jwt)
+	if res.StatusCode != 200 || !bytes.Contains(body, []byte(`"path":"/api/tasks"`)) {
+		t.Fatalf("business request: got %d %s", res.StatusCode, body)
+	}
+	if res, _ := s.do(t, "GET", "/api/tasks", ""); res.StatusCode != 401 {
+		t.Fatalf("business request without token: got %d, want 401", res.StatusCode)
+	}
 	if err := s.stop(); err != nil {
 		t.Fatalf("serve returned %v on shutdown", err)
 	}
@@ -160,6 +173,9 @@ func TestServeEndToEnd(t *testing.T) {
 	if _, jwks2 := s.do(t, "GET", "/api/auth/jwks", ""); !bytes.Equal(jwks1, jwks2) {
 		t.Errorf("restart with the same secret changed JWKS: %s -> %s", jwks1, jwks2)
 	}
+	if res, body := s.do(t, "GET", "/api/tasks", "", "Authorization", "Bearer "+jwt); res.StatusCode != 200 {
+		t.Errorf("old JWT after restart with the same secret: got %d %s, want 200", res.StatusCode, body)
+	}
 	s.stop()
 
 	// Another secret: the old key is dropped, loudly.
@@ -169,6 +185,9 @@ func TestServeEndToEnd(t *testing.T) {
 	json.Unmarshal(jwks1, &set)
 	if len(set.Keys) != 1 || bytes.Contains(jwks3, []byte(set.Keys[0].Kid)) {
 		t.Errorf("after AUTH_SECRET rotation the old key is still published: %s", jwks3)
+	}
+	if res, _ := s.do(t, "GET", "/api/tasks", "", "Authorization", "Bearer "+jwt); res.StatusCode != 401 {
+		t.Errorf("JWT signed under the old AUTH_SECRET: got %d on a business route, want 401", res.StatusCode)
 	}
 	if !strings.Contains(s.stderr.String(), "signing key unusable") {
 		t.Errorf("no loud log line about the undecryptable key:\n%s", s.stderr.String())

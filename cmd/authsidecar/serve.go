@@ -7,10 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"strings"
 	"time"
-
-	"github.com/authsidecar/authsidecar/issuer"
 )
 
 func cmdServe(ctx context.Context, e *cliEnv, args []string) error {
@@ -29,7 +26,7 @@ func cmdServe(ctx context.Context, e *cliEnv, args []string) error {
 	// The store is closed last, after every handler has returned.
 	defer db.Close()
 
-	iss, err := issuer.New(ctx, issuerOptions(cfg, secret, db, log))
+	st, err := buildStack(ctx, cfg, secret, db, log)
 	if err != nil {
 		return err
 	}
@@ -38,7 +35,7 @@ func cmdServe(ctx context.Context, e *cliEnv, args []string) error {
 		return fmt.Errorf("listen %s: %w", cfg.Listen, err)
 	}
 	srv := &http.Server{
-		Handler:           routes(iss),
+		Handler:           st.handler,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       120 * time.Second,
 		MaxHeaderBytes:    64 << 10,
@@ -46,7 +43,7 @@ func cmdServe(ctx context.Context, e *cliEnv, args []string) error {
 		DisableGeneralOptionsHandler: true,
 		ErrorLog:                     slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
-	log.Info("listening", "addr", ln.Addr().String(), "base_url", cfg.BaseURL, "database", cfg.Database.Path)
+	log.Info("listening", "addr", ln.Addr().String(), "base_url", cfg.BaseURL, "upstream", cfg.Upstream, "database", cfg.Database.Path, "keys", st.keys.Len())
 
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
@@ -67,16 +64,4 @@ func cmdServe(ctx context.Context, e *cliEnv, args []string) error {
 	}
 	log.Info("stopped")
 	return nil
-}
-
-// routes sends /api/auth and everything under it to the issuer. Other
-// paths are refused until the proxy exists.
-func routes(iss http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == issuer.BasePath || strings.HasPrefix(r.URL.Path, issuer.BasePath+"/") {
-			iss.ServeHTTP(w, r)
-			return
-		}
-		issuer.WriteError(w, http.StatusNotFound, "NOT_FOUND", "Not found")
-	})
 }

@@ -1,0 +1,94 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+
+	"github.com/authsidecar/authsidecar/config"
+	"github.com/authsidecar/authsidecar/issuer"
+	"github.com/authsidecar/authsidecar/proxy"
+	"github.com/authsidecar/authsidecar/sqlite"
+)
+
+// stack is the wired request path: the issuer behind /api/auth, the key
+// cache the verifier reads, and the proxy in front of both.
+type stack struct {
+	handler http.Handler
+	issuer  *issuer.Issuer
+	keys    *proxy.KeyCache
+}
+
+// issuerKeys adapts the issuer's usable keys to the proxy's KeySource.
+type issuerKeys struct{ iss *issuer.Issuer }
+
+func (k *issuerKeys) PublicKeys(ctx context.Context) ([]proxy.Key, error) {
+	pks, err := k.iss.PublicKeys(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]proxy.Key, len(pks))
+	for i, pk := range pks {
+		out[i] = proxy.Key{KID: pk.KID, Public: pk.Key}
+	}
+	return out, nil
+}
+
+// buildStack wires issuer, key cache, verifier and proxy from the config.
+// It loads the key set before returning, so the first request finds it.
+func buildStack(ctx context.Context, cfg config.Config, secret config.Secret, db *sqlite.DB, log *slog.Logger) (*stack, error) {
+	src := &issuerKeys{}
+	keys := proxy.NewKeyCache(proxy.KeyCacheOptions{
+		Source:   src,
+		MaxAge:   cfg.Keys.MaxAge.D(),
+		Cooldown: cfg.Keys.Cooldown.D(),
+		Logger:   log,
+	})
+	opts := issuerOptions(cfg, secret, db, log)
+	// A key the issuer creates reaches the verifier before any JWT it signs.
+	opts.OnNewKey = func(k issuer.PublicKey) { keys.Add(proxy.Key{KID: k.KID, Public: k.Key}) }
+	iss, err := issuer.New(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	src.iss = iss
+	if err := keys.Load(ctx); err != nil {
+		return nil, fmt.Errorf("load keys: %w", err)
+	}
+	upstream, err := url.Parse(cfg.Upstream)
+	if err != nil {
+		return nil, fmt.Errorf("upstream: %w", err)
+	}
+	admin := make([]proxy.AdminRoute, len(cfg.Routes.Admin))
+	for i, a := range cfg.Routes.Admin {
+		admin[i] = proxy.AdminRoute{Prefix: a.Prefix, Roles: a.Roles}
+	}
+	origin := cfg.BaseOrigin()
+	p, err := proxy.New(proxy.Options{
+		Upstream: upstream,
+		Auth:     iss,
+		Verifier: proxy.NewJWTVerifier(proxy.JWTVerifierOptions{
+			Keys: keys, Issuer: origin, Audience: origin,
+			Leeway: cfg.Auth.Leeway.D(), MaxTTL: cfg.Auth.JWTTTL.D(),
+		}),
+		Sessions:              iss,
+		Roles:                 db,
+		IdentityHeader:        cfg.Routes.IdentityHeader,
+		CookieOnly:            cfg.Routes.CookieOnly,
+		Passthrough:           cfg.Routes.Passthrough,
+		WebSocketPrefixes:     cfg.Routes.WebsocketPrefixes,
+		Admin:                 admin,
+		SessionCookieNames:    []string{iss.CookieName()},
+		TrustedOrigins:        append([]string{origin}, cfg.Auth.TrustedOrigins...),
+		CORSAllowCredentials:  cfg.CORS.AllowCredentials,
+		CORSMaxAge:            cfg.CORS.MaxAge.D(),
+		ResponseHeaderTimeout: cfg.Proxy.ResponseHeaderTimeout.D(),
+		Logger:                log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &stack{handler: p, issuer: iss, keys: keys}, nil
+}

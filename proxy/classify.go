@@ -1,0 +1,150 @@
+package proxy
+
+import (
+	"strings"
+)
+
+// Class is a route class: it decides how a request is authenticated.
+type Class uint8
+
+// The route classes, in the order they are matched.
+const (
+	ClassRejected    Class = iota // refused before classification (bad path)
+	ClassAuth                     // /api/auth/*: served by the issuer
+	ClassCookieOnly               // session cookie, one session lookup
+	ClassPassthrough              // no authentication
+	ClassWebSocket                // JWT from ?token= or Authorization
+	ClassAdmin                    // Bearer JWT plus one role query
+	ClassBusiness                 // Bearer JWT, zero database queries
+	ClassPublic                   // the app's pages and assets: no authentication
+)
+
+var classNames = [...]string{"rejected", "auth", "cookie_only", "passthrough", "websocket", "admin", "business", "public"}
+
+// String returns the class name used in logs and metric labels.
+func (c Class) String() string {
+	if int(c) < len(classNames) {
+		return classNames[c]
+	}
+	return "unknown"
+}
+
+// AdminRoute guards a path prefix with a set of roles.
+type AdminRoute struct {
+	// Prefix, e.g. "/api/admin/"; it also matches itself without the
+	// trailing slash.
+	Prefix string
+	// Roles: holding any one of them admits the user.
+	Roles []string
+}
+
+// matcher is one configured path: exact, or a prefix when it ends in "/".
+type matcher struct {
+	path   string // without trailing slash for prefixes
+	prefix bool
+}
+
+func newMatcher(entry string, alwaysPrefix bool) matcher {
+	if alwaysPrefix || (strings.HasSuffix(entry, "/") && len(entry) > 1) {
+		return matcher{path: strings.TrimSuffix(entry, "/"), prefix: true}
+	}
+	return matcher{path: entry}
+}
+
+func (m matcher) match(path string) bool {
+	if !m.prefix {
+		return path == m.path
+	}
+	return strings.HasPrefix(path, m.path) && (len(path) == len(m.path) || path[len(m.path)] == '/')
+}
+
+// matchFold is match, ignoring ASCII case.
+func (m matcher) matchFold(path string) bool {
+	if !m.prefix {
+		return strings.EqualFold(path, m.path)
+	}
+	return hasPrefixFold(path, m.path)
+}
+
+// router classifies canonical paths.
+type router struct {
+	auth        matcher
+	api         matcher
+	cookieOnly  []matcher
+	passthrough []matcher
+	websocket   []matcher
+	admin       []adminMatcher
+	all         []matcher // every configured path, for the case check
+}
+
+type adminMatcher struct {
+	matcher
+	roles []string
+}
+
+func newRouter(cookieOnly, passthrough, websocket []string, admin []AdminRoute) *router {
+	r := &router{
+		auth: matcher{path: "/api/auth", prefix: true},
+		api:  matcher{path: "/api", prefix: true},
+	}
+	for _, p := range cookieOnly {
+		r.cookieOnly = append(r.cookieOnly, newMatcher(p, false))
+	}
+	for _, p := range passthrough {
+		r.passthrough = append(r.passthrough, newMatcher(p, false))
+	}
+	for _, p := range websocket {
+		r.websocket = append(r.websocket, newMatcher(p, true))
+	}
+	for _, a := range admin {
+		r.admin = append(r.admin, adminMatcher{matcher: newMatcher(a.Prefix, true), roles: a.Roles})
+	}
+	r.all = append(r.all, r.auth, r.api)
+	r.all = append(r.all, r.cookieOnly...)
+	r.all = append(r.all, r.passthrough...)
+	r.all = append(r.all, r.websocket...)
+	for _, a := range r.admin {
+		r.all = append(r.all, a.matcher)
+	}
+	return r
+}
+
+// classify returns the class of a canonical path, the roles an admin
+// route demands, or an error for a path that matches a configured path
+// only when case is ignored (/API/tasks, /api/Admin/x): an upstream that
+// matches routes case-insensitively would otherwise serve it unguarded.
+func (r *router) classify(path string) (Class, []string, error) {
+	for _, m := range r.all {
+		if m.matchFold(path) && !m.match(path) {
+			return ClassRejected, nil, errBadPath("path differs from a configured route only in case")
+		}
+	}
+	switch {
+	case r.auth.match(path):
+		return ClassAuth, nil, nil
+	case anyMatch(r.cookieOnly, path):
+		return ClassCookieOnly, nil, nil
+	case anyMatch(r.passthrough, path):
+		return ClassPassthrough, nil, nil
+	case anyMatch(r.websocket, path):
+		return ClassWebSocket, nil, nil
+	}
+	for _, a := range r.admin {
+		if a.match(path) {
+			return ClassAdmin, a.roles, nil
+		}
+	}
+	if r.api.match(path) {
+		return ClassBusiness, nil, nil
+	}
+	return ClassPublic, nil, nil
+}
+
+func anyMatch(ms []matcher, path string) bool {
+	for _, m := range ms {
+		if m.match(path) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,108 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"strings"
+	"time"
+)
+
+// newTransport clones the default transport and sizes its idle pool for a
+// sidecar that sends everything to one host. ResponseHeaderTimeout bounds
+// only the wait for headers, so long streams are not cut.
+func newTransport(responseHeaderTimeout time.Duration) *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConns = 1024
+	t.MaxIdleConnsPerHost = 512
+	t.IdleConnTimeout = 90 * time.Second
+	t.ResponseHeaderTimeout = responseHeaderTimeout
+	// The upstream's encoding passes through untouched.
+	t.DisableCompression = true
+	t.Proxy = nil // never send the upstream hop through an environment proxy
+	return t
+}
+
+// rewrite builds the outbound request. It runs after ReverseProxy removed
+// hop-by-hop headers (including any named in Connection), so the identity
+// header set here cannot be deleted by a client's "Connection: X-User-Id".
+// ReverseProxy also drops the client's Forwarded and X-Forwarded-* before
+// calling it, so SetXForwarded replaces rather than appends.
+func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
+	info := Info(pr.In.Context())
+	out := pr.Out
+	out.URL.Scheme = p.upstream.Scheme
+	out.URL.Host = p.upstream.Host
+	out.URL.Path = strings.TrimSuffix(p.upstream.Path, "/") + info.path
+	out.URL.RawPath = ""
+	out.URL.Opaque = ""
+	if info.token {
+		out.URL.RawQuery = withoutToken(out.URL.RawQuery)
+	}
+	out.Host = ""
+	pr.SetXForwarded()
+	p.strip.apply(out.Header)
+	if info.UserID != "" {
+		out.Header.Set(p.o.IdentityHeader, info.UserID)
+	}
+}
+
+// modifyResponse removes the upstream's CORS headers on /api/*: the
+// sidecar owns CORS there, and two answers would confuse browsers.
+func (p *Proxy) modifyResponse(res *http.Response) error {
+	if info := Info(res.Request.Context()); info != nil && p.router.api.match(info.path) {
+		for name := range res.Header {
+			if strings.HasPrefix(name, "Access-Control-") {
+				res.Header.Del(name)
+			}
+		}
+	}
+	return nil
+}
+
+// upstreamError answers 502 when the upstream cannot be reached and 504
+// when it does not answer in time, in JSON like every other refusal.
+func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error) {
+	if errors.Is(err, context.Canceled) && r.Context().Err() != nil {
+		// The client went away; nobody reads this answer.
+		w.WriteHeader(499)
+		return
+	}
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, context.DeadlineExceeded) {
+		p.log.Warn("upstream timeout", "error", err.Error())
+		writeError(w, http.StatusGatewayTimeout, "GATEWAY_TIMEOUT", "Upstream did not answer in time")
+		return
+	}
+	p.log.Warn("upstream unavailable", "error", err.Error())
+	writeError(w, http.StatusBadGateway, "BAD_GATEWAY", "Upstream unavailable")
+}
+
+// hasUpgrade reports any attempt to switch protocols.
+func hasUpgrade(r *http.Request) bool {
+	return r.Header.Get("Upgrade") != "" || headerHasToken(r.Header, "Connection", "upgrade")
+}
+
+// upgradeAllowed: only a GET asking for exactly websocket, and only where
+// WebSockets are expected. h2c and anything else is refused.
+func (p *Proxy) upgradeAllowed(r *http.Request, class Class) bool {
+	if class != ClassWebSocket && class != ClassPassthrough {
+		return false
+	}
+	up := r.Header.Values("Upgrade")
+	return r.Method == http.MethodGet && len(up) == 1 && strings.EqualFold(strings.TrimSpace(up[0]), "websocket") &&
+		headerHasToken(r.Header, "Connection", "upgrade")
+}
+
+func headerHasToken(h http.Header, name, token string) bool {
+	for _, v := range h.Values(name) {
+		for t := range strings.SplitSeq(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(t), token) {
+				return true
+			}
+		}
+	}
+	return false
+}

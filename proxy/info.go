@@ -1,0 +1,40 @@
+package proxy
+
+import (
+	"context"
+	"net/http"
+)
+
+// RequestInfo is what the proxy learned about a request, for the access
+// log and metrics that wrap it.
+type RequestInfo struct {
+	Class  Class
+	UserID string   // set once authenticated
+	Reason string   // failure reason when refused
+	path   string   // canonical path, forwarded as is
+	token  bool     // a ?token= to strip before forwarding
+	roles  []string // an admin route's roles
+}
+
+type infoKey struct{}
+
+// WithInfo returns r with a fresh RequestInfo in its context, so a
+// middleware outside the proxy can read what the proxy recorded.
+func WithInfo(r *http.Request) (*http.Request, *RequestInfo) {
+	info := &RequestInfo{}
+	return r.WithContext(context.WithValue(r.Context(), infoKey{}, info)), info
+}
+
+// Info returns the request's RequestInfo, or nil.
+func Info(ctx context.Context) *RequestInfo {
+	info, _ := ctx.Value(infoKey{}).(*RequestInfo)
+	return info
+}
+
+// UserID returns the verified user id of the request, or "".
+func UserID(ctx context.Context) string {
+	if info := Info(ctx); info != nil {
+		return info.UserID
+	}
+	return ""
+}

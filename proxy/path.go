@@ -1,0 +1,128 @@
+package proxy
+
+import "strings"
+
+// errBadPath is refused with 400 before classification; the message says
+// what was wrong and is safe to show.
+type errBadPath string
+
+func (e errBadPath) Error() string { return string(e) }
+
+// canonicalPath returns the decoded path of a request-target, or an error
+// when the target is not already canonical. Everything that could make two
+// parsers (ours and the upstream's) disagree about the path is refused
+// rather than normalized: dot segments, empty segments, encoded slashes and
+// backslashes, parameters (;), fragments, control bytes, and, under /api,
+// anything but plain ASCII written the one way.
+func canonicalPath(requestURI string) (string, error) {
+	raw, _, _ := strings.Cut(requestURI, "?")
+	if raw == "" || raw[0] != '/' {
+		// Absolute-form (http://h/x), opaque (http:api/x), asterisk (*).
+		return "", errBadPath("request target must be an absolute path")
+	}
+	// Escapes that are harmless elsewhere are refused under /api; whether
+	// the path is under /api is known only once it is decoded (/%61pi).
+	var apiOnly string
+	var b strings.Builder
+	b.Grow(len(raw))
+	segStart := 0 // index in b of the current segment's first byte
+	for i := 0; i < len(raw); i++ {
+		c := raw[i]
+		switch {
+		case c == '%':
+			if i+2 >= len(raw) || !isHex(raw[i+1]) || !isHex(raw[i+2]) {
+				return "", errBadPath("malformed percent-encoding")
+			}
+			d := unhex(raw[i+1])<<4 | unhex(raw[i+2])
+			switch {
+			case d < 0x20 || d == 0x7f:
+				return "", errBadPath("encoded control byte in path")
+			case d == '/' || d == '\\':
+				return "", errBadPath("encoded slash or backslash in path")
+			case d == ';' || d == '#' || d == '?':
+				return "", errBadPath("encoded ; # or ? in path")
+			case d == '.':
+				return "", errBadPath("encoded dot in path")
+			case apiOnly != "":
+			case d == ',' || d == '=':
+				apiOnly = "encoded , or = in an /api path"
+			case d >= 0x80:
+				apiOnly = "non-ASCII in an /api path"
+			case isUnreserved(d):
+				apiOnly = "needlessly percent-encoded character in an /api path"
+			}
+			b.WriteByte(d)
+			i += 2
+		case c < 0x20 || c == 0x7f:
+			return "", errBadPath("control byte in path")
+		case c >= 0x80:
+			return "", errBadPath("raw non-ASCII byte in path")
+		case c == '\\':
+			return "", errBadPath("backslash in path")
+		case c == ';':
+			return "", errBadPath("; in path")
+		case c == '#':
+			return "", errBadPath("# in path")
+		case c == '/':
+			if i > 0 {
+				if err := checkSegment(b.String()[segStart:]); err != nil {
+					return "", err
+				}
+				if raw[i-1] == '/' {
+					return "", errBadPath("empty path segment (//)")
+				}
+			}
+			b.WriteByte(c)
+			segStart = b.Len()
+		default:
+			b.WriteByte(c)
+		}
+	}
+	if err := checkSegment(b.String()[segStart:]); err != nil {
+		return "", err
+	}
+	path := b.String()
+	if apiOnly != "" && hasPrefixFold(path, "/api") {
+		return "", errBadPath(apiOnly)
+	}
+	return path, nil
+}
+
+func checkSegment(seg string) error {
+	if seg == "." || seg == ".." {
+		return errBadPath("dot segment in path")
+	}
+	return nil
+}
+
+func isHex(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
+}
+
+func unhex(c byte) byte {
+	switch {
+	case c <= '9':
+		return c - '0'
+	case c <= 'F':
+		return c - 'A' + 10
+	}
+	return c - 'a' + 10
+}
+
+// isUnreserved is RFC 3986's unreserved set: encoding these changes
+// nothing for a conforming parser and only helps to dodge a prefix match.
+func isUnreserved(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' ||
+		c == '-' || c == '.' || c == '_' || c == '~'
+}
+
+// hasPrefixFold is a case-insensitive, segment-aware prefix test on an
+// ASCII path: p matches itself (without a trailing slash) and anything
+// below it, never "/apifoo" for "/api".
+func hasPrefixFold(path, p string) bool {
+	p = strings.TrimSuffix(p, "/")
+	if len(path) < len(p) || !strings.EqualFold(path[:len(p)], p) {
+		return false
+	}
+	return len(path) == len(p) || path[len(p)] == '/'
+}

@@ -1,0 +1,124 @@
+package proxy
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestCanonicalPath(t *testing.T) {
+	ok := []struct{ target, want string }{
+		{"/", "/"},
+		{"/api/tasks", "/api/tasks"},
+		{"/api/tasks/", "/api/tasks/"},
+		{"/api/tasks?x=1&y=%2F", "/api/tasks"},
+		{"/api/a-b_c.d~e", "/api/a-b_c.d~e"},
+		{"/api/file.json", "/api/file.json"},
+		{"/api/..x", "/api/..x"},
+		{"/api/x..", "/api/x.."},
+		{"/api/%20space", "/api/ space"},
+		{"/page%20one", "/page one"},
+		{"/caf%C3%A9", "/café"},
+		{"/static/%7Euser", "/static/~user"},
+		{"/a,b=c", "/a,b=c"},
+		{"/api/a,b=c", "/api/a,b=c"},
+	}
+	for _, tt := range ok {
+		t.Run("ok "+tt.target, func(t *testing.T) {
+			got, err := canonicalPath(tt.target)
+			if err != nil || got != tt.want {
+				t.Fatalf("got %q %v, want %q", got, err, tt.want)
+			}
+		})
+	}
+	bad := []string{
+		"", "*", "http://evil/api/x", "http:api/x", "api/x",
+		"/api/../admin", "/api/./x", "/api/x/..", "/api/x/.", "/..", "/.",
+		"/api/%2e%2e/admin", "/api/%2E%2E/admin", "/api/.%2e/admin", "/api/%2e./admin", "/api/%2e/x",
+		"/api//admin", "//api/admin", "/api/x//",
+		"/api\\admin", "/api%5cadmin", "/api%5Cadmin",
+		"/api%2fadmin", "/api%2Fadmin",
+		"/api/admin;x", "/api;/admin", "/api/admin%3bx", "/api%3B/admin",
+		"/api/a%2Cb", "/api/a%3Db",
+		"/api/x#frag", "/api/x%23frag",
+		"/api/x%00", "/x%00y", "/api/x\x00", "/x\ty", "/x%0d%0aSet-Cookie:", "/x%7f",
+		"/api/caf\xc3\xa9", "/caf\xc3\xa9", "/api/caf%C3%A9", "/api/%c0%ae%c0%ae/admin",
+		"/%61pi/admin", "/api/%61dmin", "/api/admin%2D", "/api/x%7E",
+		"/api/%zz", "/api/%4", "/api/%",
+		"/api/%3F", "/x%3f",
+	}
+	for _, target := range bad {
+		t.Run("bad "+target, func(t *testing.T) {
+			if got, err := canonicalPath(target); err == nil {
+				t.Fatalf("got %q, want refused", got)
+			}
+		})
+	}
+}
+
+func TestClassify(t *testing.T) {
+	r := newRouter([]string{"/api/mcp-oauth/authorize"}, []string{"/ws/browser", "/hooks/"}, []string{"/ws/"},
+		[]AdminRoute{{Prefix: "/api/admin/", Roles: []string{"admin"}}})
+	tests := []struct {
+		path string
+		want Class
+	}{
+		{"/api/auth", ClassAuth},
+		{"/api/auth/", ClassAuth},
+		{"/api/auth/get-session", ClassAuth},
+		{"/api/authx", ClassBusiness},
+		{"/api/mcp-oauth/authorize", ClassCookieOnly},
+		{"/api/mcp-oauth/authorize/x", ClassBusiness},
+		{"/api/mcp-oauth", ClassBusiness},
+		{"/ws/browser", ClassPassthrough},
+		{"/ws/browser/x", ClassWebSocket},
+		{"/hooks", ClassPassthrough},
+		{"/hooks/stripe", ClassPassthrough},
+		{"/hooksx", ClassPublic},
+		{"/ws", ClassWebSocket},
+		{"/ws/", ClassWebSocket},
+		{"/ws/chat", ClassWebSocket},
+		{"/wsx", ClassPublic},
+		{"/api/admin", ClassAdmin},
+		{"/api/admin/", ClassAdmin},
+		{"/api/admin/users", ClassAdmin},
+		{"/api/administrator", ClassBusiness},
+		{"/api", ClassBusiness},
+		{"/api/", ClassBusiness},
+		{"/api/tasks", ClassBusiness},
+		{"/apix", ClassPublic},
+		{"/", ClassPublic},
+		{"/index.html", ClassPublic},
+	}
+	for _, tt := range tests {
+		t.Run(tt.path, func(t *testing.T) {
+			got, _, err := r.classify(tt.path)
+			if err != nil || got != tt.want {
+				t.Fatalf("got %v %v, want %v", got, err, tt.want)
+			}
+		})
+	}
+	for _, p := range []string{"/API", "/Api/tasks", "/api/AUTH/x", "/api/Admin", "/WS/chat", "/ws/Browser", "/api/mcp-oauth/Authorize", "/Hooks/x"} {
+		t.Run("case "+p, func(t *testing.T) {
+			if c, _, err := r.classify(p); err == nil {
+				t.Fatalf("got %v, want refused", c)
+			}
+		})
+	}
+}
+
+// FuzzCanonicalPath: never panics, and an accepted path is a fixed point
+// (canonicalizing the result, re-escaped minimally, gives it back).
+func FuzzCanonicalPath(f *testing.F) {
+	for _, s := range []string{"/", "/api/tasks", "/api/%2e%2e/x", "/a%20b", "/api//x", "/caf%C3%A9", "http:x"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, target string) {
+		got, err := canonicalPath(target)
+		if err != nil {
+			return
+		}
+		if !strings.HasPrefix(got, "/") || strings.Contains(got, "//") || strings.Contains(got, "/../") || strings.HasSuffix(got, "/..") {
+			t.Fatalf("%q accepted as %q", target, got)
+		}
+	})
+}
