@@ -566,3 +566,22 @@ func TestConcurrentSignUps(t *testing.T) {
 		}
 	}
 }
+
+func TestSecureCookieOnHTTPS(t *testing.T) {
+	e := newEnv(t, func(o *issuer.Options) { o.BaseURL = "https://auth.example.com" })
+	r := e.postJSON("/api/auth/sign-up/email", map[string]any{"name": "S", "email": "s@example.com", "password": pw})
+	c := r.cookie("__Secure-auth.session_token")
+	if r.status != 200 || c == nil || !c.Secure || !c.HttpOnly {
+		t.Fatalf("got %d %v, want a Secure __Secure-auth.session_token cookie", r.status, r.header["Set-Cookie"])
+	}
+	if e.iss.CookieName() != "__Secure-auth.session_token" {
+		t.Errorf("got CookieName %q", e.iss.CookieName())
+	}
+	// The unprefixed name is not our cookie.
+	if g := e.getSession("auth.session_token=" + c.Value); string(g.body) != "null" {
+		t.Errorf("unprefixed cookie accepted on https: %s", g.body)
+	}
+	if g := e.getSession(c.Name + "=" + c.Value); g.header.Get("Set-Auth-Jwt") == "" {
+		t.Errorf("prefixed cookie refused: %s", g.body)
+	}
+}
