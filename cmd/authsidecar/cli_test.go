@@ -28,7 +28,7 @@ func TestCLIGrammar(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var out, errOut bytes.Buffer
-			err := run(context.Background(), tt.args, func(string) string { return "" }, &out, &errOut)
+			err := run(context.Background(), tt.args, func(string) string { return "" }, strings.NewReader(""), &out, &errOut)
 			if !errors.Is(err, tt.wantErr) && !(tt.wantErr == nil && err == nil) {
 				t.Fatalf("got %v, want %v", err, tt.wantErr)
 			}
@@ -38,7 +38,7 @@ func TestCLIGrammar(t *testing.T) {
 		})
 	}
 	var errOut bytes.Buffer
-	run(context.Background(), []string{"serve", "-h"}, func(string) string { return "" }, &bytes.Buffer{}, &errOut)
+	run(context.Background(), []string{"serve", "-h"}, func(string) string { return "" }, strings.NewReader(""), &bytes.Buffer{}, &errOut)
 	if !strings.Contains(errOut.String(), "AUTH_SECRET") {
 		t.Errorf("serve -h does not say it needs the secret: %s", errOut.String())
 	}
@@ -54,7 +54,7 @@ func TestCheck(t *testing.T) {
 				return secret
 			}
 			return ""
-		}, &out, &bytes.Buffer{})
+		}, strings.NewReader(""), &out, &bytes.Buffer{})
 		return out.String(), err
 	}
 
@@ -82,7 +82,7 @@ func TestCheck(t *testing.T) {
 	bad := filepath.Join(dir, "bad.yaml")
 	os.WriteFile(bad, []byte("listen: \"127.0.0.1:8080\"\nauth:\n  jwt_tll: 1h\n"), 0o600)
 	var outBuf bytes.Buffer
-	err = run(context.Background(), []string{"check", "-config", bad}, func(string) string { return e2eSecret }, &outBuf, &bytes.Buffer{})
+	err = run(context.Background(), []string{"check", "-config", bad}, func(string) string { return e2eSecret }, strings.NewReader(""), &outBuf, &bytes.Buffer{})
 	if err == nil || !strings.Contains(err.Error(), "bad.yaml:3") {
 		t.Errorf("bad config: got %v, want the file and line 3", err)
 	}

@@ -80,7 +80,7 @@ func startSidecar(t *testing.T, configPath string, port int, secret string) *sid
 		}
 		return ""
 	}
-	go func() { done <- run(ctx, []string{"serve", "-config", configPath}, getenv, io.Discard, s.stderr) }()
+	go func() { done <- run(ctx, []string{"serve", "-config", configPath}, getenv, strings.NewReader(""), io.Discard, s.stderr) }()
 	var once sync.Once
 	var stopErr error
 	s.stop = func() error {

@@ -28,6 +28,7 @@ type command struct {
 // cliEnv is what a command may touch: no globals, so tests call run.
 type cliEnv struct {
 	getenv     func(string) string
+	stdin      io.Reader
 	stdout     io.Writer
 	stderr     io.Writer
 	configPath string
@@ -41,7 +42,7 @@ var commands = []command{
 
 // run is main without the process: it parses args, runs one command and
 // returns its error.
-func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+func run(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		usage(stderr)
 		if len(args) == 0 {
@@ -53,7 +54,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		if c.name != args[0] {
 			continue
 		}
-		e := &cliEnv{getenv: getenv, stdout: stdout, stderr: stderr}
+		e := &cliEnv{getenv: getenv, stdin: stdin, stdout: stdout, stderr: stderr}
 		fs := flag.NewFlagSet("authsidecar "+c.name, flag.ContinueOnError)
 		fs.SetOutput(stderr)
 		fs.StringVar(&e.configPath, "config", "sidecar.yaml", "configuration `file`")
