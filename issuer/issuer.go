@@ -11,6 +11,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Options configures an Issuer. Only Store and Secret are required.
@@ -52,6 +54,9 @@ type Options struct {
 	// OnNewKey is called with a newly created signing key before any JWT
 	// signed with it is issued. Zero: nothing is called.
 	OnNewKey func(PublicKey)
+	// Registerer receives the issuer's metrics (sign-ins, sign-ups, JWTs
+	// issued). Zero: not registered.
+	Registerer prometheus.Registerer
 	// Logger receives operational logs. Zero: slog.Default().
 	Logger *slog.Logger
 	// Now is the clock. Zero: time.Now.
@@ -77,6 +82,7 @@ type Issuer struct {
 	now        func() time.Time
 	dummyHash  string
 	routes     map[string]map[string]handlerFunc
+	metrics    *metrics
 }
 
 type handlerFunc func(w http.ResponseWriter, r *http.Request) *apiError
@@ -153,10 +159,11 @@ func New(ctx context.Context, o Options) (*Issuer, error) {
 		hasher:     newHasher(o.PasswordCost, o.PasswordHashConcurrency),
 		log:        o.Logger,
 		now:        o.Now,
+		metrics:    newMetrics(o.Registerer),
 	}
 	iss.keys = &keyring{
 		store: o.Store, secret: o.Secret, jwtTTL: o.JWTTTL, now: o.Now, log: o.Logger,
-		onNewKey: o.OnNewKey, decoded: map[string]*keyEntry{},
+		onNewKey: o.OnNewKey, decoded: map[string]*keyEntry{}, announced: map[string]bool{},
 	}
 	for _, origin := range append([]string{iss.origin}, o.TrustedOrigins...) {
 		if err := iss.csrf.AddTrustedOrigin(origin); err != nil {
@@ -214,12 +221,20 @@ func (iss *Issuer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// Cross-site protection for every state-changing request (it lets
 	// GET/HEAD through, and non-browser clients that send neither Origin
 	// nor Sec-Fetch-Site).
+	var apiErr *apiError
 	if err := iss.csrf.Check(r); err != nil {
 		iss.log.Info("cross-origin request refused", "path", r.URL.Path, "origin", r.Header.Get("Origin"), "sec_fetch_site", r.Header.Get("Sec-Fetch-Site"))
-		iss.fail(w, r, errInvalidOrigin)
-		return
+		apiErr = errInvalidOrigin
+	} else {
+		apiErr = h(w, r)
 	}
-	if apiErr := h(w, r); apiErr != nil {
+	switch sub {
+	case "/sign-in/email":
+		iss.metrics.signins.WithLabelValues(result(apiErr)).Inc()
+	case "/sign-up/email":
+		iss.metrics.signups.WithLabelValues(result(apiErr)).Inc()
+	}
+	if apiErr != nil {
 		iss.fail(w, r, apiErr)
 	}
 }
@@ -237,6 +252,10 @@ func (iss *Issuer) fail(w http.ResponseWriter, r *http.Request, e *apiError) {
 func (iss *Issuer) PublicKeys(ctx context.Context) ([]PublicKey, error) {
 	return iss.keys.publicKeys(ctx)
 }
+
+// HasSigningKey reports, without a query, whether a usable signing key is
+// known (for readiness).
+func (iss *Issuer) HasSigningKey() bool { return iss.keys.hasSigner() }
 
 // RotateKey makes a new signing key; the old ones stop signing but stay
 // in JWKS until the JWTs they signed have expired.
@@ -261,7 +280,7 @@ func InspectKeys(ctx context.Context, store Store, secret []byte, jwtTTL time.Du
 	if log == nil {
 		log = slog.Default()
 	}
-	k := &keyring{store: store, secret: secret, jwtTTL: jwtTTL, now: now, log: log, decoded: map[string]*keyEntry{}}
+	k := &keyring{store: store, secret: secret, jwtTTL: jwtTTL, now: now, log: log, decoded: map[string]*keyEntry{}, announced: map[string]bool{}}
 	return k.inspect(ctx)
 }
 

@@ -49,6 +49,10 @@ type keyring struct {
 	mu      sync.Mutex
 	decoded map[string]*keyEntry // by kid; decrypting every read is waste, and a bad key is logged once
 	create  sync.Mutex           // one key creation at a time
+	// announced holds the kids handed to onNewKey: a key another process
+	// created (keys rotate) is announced before this process first signs
+	// with it, so the verifier never refuses a fresh JWT for a cooldown.
+	announced map[string]bool
 }
 
 // decode returns the decoded entry for rec, from cache when the row is unchanged.
@@ -139,6 +143,9 @@ func (k *keyring) inspect(ctx context.Context) ([]KeyInfo, error) {
 // signing period ended.
 func (k *keyring) signingKey(ctx context.Context) (*keyEntry, error) {
 	if e, err := k.currentSigner(ctx); err != nil || e != nil {
+		if e != nil {
+			k.announce(e)
+		}
 		return e, err
 	}
 	k.create.Lock()
@@ -164,6 +171,20 @@ func (k *keyring) currentSigner(ctx context.Context) (*keyEntry, error) {
 	return nil, nil
 }
 
+// hasSigner reports, from memory, whether a key that may sign now is
+// known: readiness must not depend on a query.
+func (k *keyring) hasSigner() bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	now := k.now()
+	for _, e := range k.decoded {
+		if k.signs(e, now) {
+			return true
+		}
+	}
+	return false
+}
+
 // rotate ends the signing period of every current signing key (they stay
 // published for jwt_ttl, so the JWTs they signed keep verifying) and
 // creates the key that signs from now on.
@@ -171,6 +192,12 @@ func (k *keyring) rotate(ctx context.Context) (*keyEntry, error) {
 	k.create.Lock()
 	defer k.create.Unlock()
 	entries, err := k.read(ctx)
+	if err != nil {
+		return nil, err
+	}
+	// The new key goes in first: a get-session between the two steps then
+	// sees two signers and takes the newest, never none.
+	fresh, err := k.createKey(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -182,7 +209,7 @@ func (k *keyring) rotate(ctx context.Context) (*keyEntry, error) {
 			}
 		}
 	}
-	return k.createKey(ctx)
+	return fresh, nil
 }
 
 // createKey makes, stores and announces a new Ed25519 key. The verifier
@@ -217,8 +244,20 @@ func (k *keyring) createKey(ctx context.Context) (*keyEntry, error) {
 	k.decoded[kid] = e
 	k.mu.Unlock()
 	k.log.Info("created signing key", "kid", kid)
-	if k.onNewKey != nil {
-		k.onNewKey(PublicKey{KID: kid, Key: pub})
-	}
+	k.announce(e)
 	return e, nil
+}
+
+// announce hands e to onNewKey once.
+func (k *keyring) announce(e *keyEntry) {
+	k.mu.Lock()
+	if k.announced[e.rec.ID] {
+		k.mu.Unlock()
+		return
+	}
+	k.announced[e.rec.ID] = true
+	k.mu.Unlock()
+	if k.onNewKey != nil {
+		k.onNewKey(PublicKey{KID: e.rec.ID, Key: e.pub})
+	}
 }

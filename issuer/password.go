@@ -89,3 +89,12 @@ func (h *hasher) verify(ctx context.Context, password, stored string) (bool, err
 	}
 	return subtle.ConstantTimeCompare(got, want) == 1, nil
 }
+
+// HashPassword hashes password exactly as sign-up does: Better Auth's
+// scrypt format ("saltHex:keyHex", NFKC-normalized password), with cost
+// (zero: Better Auth's). It is for tools that set a password outside a
+// request, such as "authsidecar users set-password"; it does not check
+// the length limits, which are the caller's policy.
+func HashPassword(ctx context.Context, password string, cost ScryptParams) (string, error) {
+	return newHasher(cost, 1).hash(ctx, password)
+}

@@ -120,6 +120,7 @@ func (iss *Issuer) issueJWT(ctx context.Context, u User) (string, *apiError) {
 	if err != nil {
 		return "", errInternal(err)
 	}
+	iss.metrics.jwts.Inc()
 	return jwt, nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -221,33 +222,57 @@ func TestJWTOutlivesSession(t *testing.T) {
 }
 
 // TestRotatedKeyPickedUp: a key rotated by another process (the CLI) is
-// learned on first sight after the cooldown, without a restart.
+// used at once by the running issuer, which announces it to the verifier
+// before signing with it; a JWT minted by another process with a key this
+// one never signed with is learned on first sight once the cooldown allows.
 func TestRotatedKeyPickedUp(t *testing.T) {
 	s := newStack(t)
 	cookie, _, oldJWT := s.user("fred@example.com")
-	// Another issuer on the same database, as "keys rotate" would be.
-	other, err := newIssuerOn(s)
+	other, err := newIssuerOn(s) // another process on the same database
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := other.RotateKey(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	// The running issuer reads the key record on get-session and signs
-	// with the new key; our verifier has not seen it yet.
 	newJWT := s.do("GET", "/api/auth/get-session", nil, "Cookie", cookie).header.Get("Set-Auth-Jwt")
 	if kidOf(t, newJWT) == kidOf(t, oldJWT) {
 		t.Fatal("get-session did not sign with the rotated key")
 	}
-	s.clock.Add(31 * time.Second) // past the boot read's cooldown
 	if r := s.do("GET", "/api/tasks", nil, bearer(newJWT)...); r.status != 200 {
-		t.Fatalf("new key: got %d %s, want 200", r.status, r.body)
+		t.Fatalf("JWT from the rotated key, at once: got %d %s, want 200", r.status, r.body)
 	}
 	if r := s.do("GET", "/api/tasks", nil, bearer(oldJWT)...); r.status != 200 {
 		t.Fatalf("old key after rotation: got %d, want 200 (still published)", r.status)
 	}
+
+	// Rotate again, and let the other process sign: nobody told our verifier.
+	if _, err := other.RotateKey(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	otherSrv := httptest.NewServer(other)
+	defer otherSrv.Close()
+	req, _ := http.NewRequest("GET", otherSrv.URL+"/api/auth/get-session", nil)
+	req.Header.Set("Cookie", cookie)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	foreign := res.Header.Get("Set-Auth-Jwt")
+	s.clock.Add(10 * time.Second) // inside the boot read's 30 s cooldown
+	if r := s.do("GET", "/api/tasks", nil, bearer(foreign)...); r.status != 401 {
+		t.Fatalf("unseen key within the cooldown: got %d, want 401", r.status)
+	}
+	s.clock.Add(21 * time.Second) // past it
+	if r := s.do("GET", "/api/tasks", nil, bearer(foreign)...); r.status != 200 {
+		t.Fatalf("unseen key after the cooldown: got %d %s, want 200", r.status, r.body)
+	}
 	if got := s.refreshe.get("unknown_kid/ok"); got != 1 {
-		t.Errorf("got %d unknown-kid refreshes, want 1", got)
+		t.Errorf("got %d unknown-kid reads, want 1", got)
+	}
+	if got := s.refreshe.get("unknown_kid/skipped_cooldown"); got != 1 {
+		t.Errorf("got %d cooldown skips, want 1", got)
 	}
 }
 

@@ -17,9 +17,10 @@ const (
 	ClassAdmin                    // Bearer JWT plus one role query
 	ClassBusiness                 // Bearer JWT, zero database queries
 	ClassPublic                   // the app's pages and assets: no authentication
+	ClassKeyset                   // not a route: the key cache's own store reads
 )
 
-var classNames = [...]string{"rejected", "auth", "cookie_only", "passthrough", "websocket", "admin", "business", "public"}
+var classNames = [...]string{"rejected", "auth", "cookie_only", "passthrough", "websocket", "admin", "business", "public", "keyset"}
 
 // String returns the class name used in logs and metric labels.
 func (c Class) String() string {

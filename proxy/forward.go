@@ -67,15 +67,18 @@ func (p *Proxy) modifyResponse(res *http.Response) error {
 func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error) {
 	if errors.Is(err, context.Canceled) && r.Context().Err() != nil {
 		// The client went away; nobody reads this answer.
+		p.o.Metrics.upstreamError("canceled")
 		w.WriteHeader(499)
 		return
 	}
 	var ne net.Error
 	if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, context.DeadlineExceeded) {
+		p.o.Metrics.upstreamError("timeout")
 		p.log.Warn("upstream timeout", "error", err.Error())
 		writeError(w, http.StatusGatewayTimeout, "GATEWAY_TIMEOUT", "Upstream did not answer in time")
 		return
 	}
+	p.o.Metrics.upstreamError("unreachable")
 	p.log.Warn("upstream unavailable", "error", err.Error())
 	writeError(w, http.StatusBadGateway, "BAD_GATEWAY", "Upstream unavailable")
 }

@@ -205,7 +205,8 @@ func (c *KeyCache) refresh(ctx context.Context, trigger string) error {
 	c.mu.Unlock()
 
 	// The read outlives the request that caused it: other requests wait on it.
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.o.ReadTimeout)
+	// It is counted as the key set's work, not the request's (class keyset).
+	rctx, cancel := context.WithTimeout(context.WithValue(context.WithoutCancel(ctx), infoKey{}, &RequestInfo{Class: ClassKeyset}), c.o.ReadTimeout)
 	keys, err := c.o.Source.PublicKeys(rctx)
 	cancel()
 

@@ -64,6 +64,8 @@ type Options struct {
 	// Transport sends requests upstream. Zero: a tuned clone of
 	// http.DefaultTransport.
 	Transport http.RoundTripper
+	// Metrics, when set, counts upstream errors. Zero: not counted.
+	Metrics *Metrics
 	// Logger; zero: slog.Default().
 	Logger *slog.Logger
 }

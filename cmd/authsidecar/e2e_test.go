@@ -52,16 +52,17 @@ func freePort(t *testing.T) int {
 // sidecar is a running "authsidecar serve", started through run exactly as
 // main does.
 type sidecar struct {
-	base   string
-	stderr *syncBuffer
-	stop   func() error
+	base    string
+	metrics string // http://host:port of the metrics listener
+	stderr  *syncBuffer
+	stop    func() error
 }
 
 func writeConfig(t *testing.T, dir, extra string) (path string, port int) {
 	t.Helper()
 	port = freePort(t)
-	cfg := fmt.Sprintf("listen: \"127.0.0.1:%d\"\nbase_url: \"http://127.0.0.1:%d\"\ndatabase: { driver: sqlite, path: %q }\nlog: { format: json, level: debug }\n%s",
-		port, port, filepath.Join(dir, "auth.db"), extra)
+	cfg := fmt.Sprintf("listen: \"127.0.0.1:%d\"\nbase_url: \"http://127.0.0.1:%d\"\ndatabase: { driver: sqlite, path: %q }\nlog: { format: json, level: debug }\nmetrics: { listen: \"127.0.0.1:%d\" }\n%s",
+		port, port, filepath.Join(dir, "auth.db"), freePort(t), extra)
 	path = filepath.Join(dir, "sidecar.yaml")
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
@@ -80,7 +81,9 @@ func startSidecar(t *testing.T, configPath string, port int, secret string) *sid
 		}
 		return ""
 	}
-	go func() { done <- run(ctx, []string{"serve", "-config", configPath}, getenv, strings.NewReader(""), io.Discard, s.stderr) }()
+	go func() {
+		done <- run(ctx, []string{"serve", "-config", configPath}, getenv, strings.NewReader(""), io.Discard, s.stderr)
+	}()
 	var once sync.Once
 	var stopErr error
 	s.stop = func() error {
@@ -99,6 +102,15 @@ func startSidecar(t *testing.T, configPath string, port int, secret string) *sid
 			t.Fatalf("serve did not start:\n%s", s.stderr.String())
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+	for _, line := range strings.Split(s.stderr.String(), "\n") {
+		var l struct {
+			Msg         string
+			MetricsAddr string `json:"metrics_addr"`
+		}
+		if json.Unmarshal([]byte(line), &l) == nil && l.Msg == "listening" {
+			s.metrics = "http://" + l.MetricsAddr
+		}
 	}
 	return s
 }
@@ -222,5 +234,69 @@ func TestBetterAuthClient(t *testing.T) {
 	}
 	if !regexp.MustCompile(`(?m)^\d+ passed, 0 failed$`).Match(out) {
 		t.Fatal("client check did not report all passed")
+	}
+}
+
+// TestGracefulShutdown: SIGTERM during a slow upstream request lets it
+// finish; /readyz turns 503 as soon as shutdown starts; serve returns nil.
+func TestGracefulShutdown(t *testing.T) {
+	entered, release := make(chan struct{}), make(chan struct{})
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/slow" {
+			close(entered)
+			<-release
+		}
+		w.Write([]byte("finished"))
+	}))
+	defer up.Close()
+	cfgPath, port := writeConfig(t, t.TempDir(), fmt.Sprintf("upstream: %q\n", up.URL))
+	s := startSidecar(t, cfgPath, port, e2eSecret)
+
+	// Admin endpoints live on the metrics listener only: on the public port
+	// /readyz is just another app path.
+	if _, body := s.do(t, "GET", "/readyz", ""); string(body) != "finished" {
+		t.Fatalf("/readyz on the public port: got %s, want it forwarded to the app", body)
+	}
+	res, err := http.Get(s.metrics + "/readyz")
+	if err != nil || res.StatusCode != 200 {
+		t.Fatalf("readyz before shutdown: %v %v", res, err)
+	}
+	res.Body.Close()
+	// A public path needs no token: the upstream answers slowly.
+	got := make(chan string, 1)
+	go func() {
+		res, err := http.Get(s.base + "/slow")
+		if err != nil {
+			got <- "error: " + err.Error()
+			return
+		}
+		b, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		got <- fmt.Sprint(res.StatusCode, " ", string(b))
+	}()
+	<-entered
+	stopped := make(chan error, 1)
+	go func() { stopped <- s.stop() }()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		res, err := http.Get(s.metrics + "/readyz")
+		if err == nil {
+			b, _ := io.ReadAll(res.Body)
+			res.Body.Close()
+			if res.StatusCode == 503 && bytes.Contains(b, []byte("shutting_down")) {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("readyz never turned 503 during shutdown")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	close(release)
+	if g := <-got; g != "200 finished" {
+		t.Fatalf("in-flight request: got %q, want it to finish", g)
+	}
+	if err := <-stopped; err != nil {
+		t.Fatalf("serve returned %v", err)
 	}
 }

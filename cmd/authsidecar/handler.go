@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"net/url"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/authsidecar/authsidecar/config"
 	"github.com/authsidecar/authsidecar/issuer"
 	"github.com/authsidecar/authsidecar/proxy"
@@ -38,15 +40,19 @@ func (k *issuerKeys) PublicKeys(ctx context.Context) ([]proxy.Key, error) {
 
 // buildStack wires issuer, key cache, verifier and proxy from the config.
 // It loads the key set before returning, so the first request finds it.
-func buildStack(ctx context.Context, cfg config.Config, secret config.Secret, db *sqlite.DB, log *slog.Logger) (*stack, error) {
+func buildStack(ctx context.Context, cfg config.Config, secret config.Secret, db *sqlite.DB, log *slog.Logger, reg prometheus.Registerer) (*stack, error) {
+	metrics := proxy.NewMetrics(reg)
 	src := &issuerKeys{}
 	keys := proxy.NewKeyCache(proxy.KeyCacheOptions{
-		Source:   src,
-		MaxAge:   cfg.Keys.MaxAge.D(),
-		Cooldown: cfg.Keys.Cooldown.D(),
-		Logger:   log,
+		Source:    src,
+		MaxAge:    cfg.Keys.MaxAge.D(),
+		Cooldown:  cfg.Keys.Cooldown.D(),
+		OnRefresh: metrics.ObserveRefresh,
+		Logger:    log,
 	})
+	proxy.RegisterKeyCache(reg, keys)
 	opts := issuerOptions(cfg, secret, db, log)
+	opts.Registerer = reg
 	// A key the issuer creates reaches the verifier before any JWT it signs.
 	opts.OnNewKey = func(k issuer.PublicKey) { keys.Add(proxy.Key{KID: k.KID, Public: k.Key}) }
 	iss, err := issuer.New(ctx, opts)
@@ -85,10 +91,34 @@ func buildStack(ctx context.Context, cfg config.Config, secret config.Secret, db
 		CORSAllowCredentials:  cfg.CORS.AllowCredentials,
 		CORSMaxAge:            cfg.CORS.MaxAge.D(),
 		ResponseHeaderTimeout: cfg.Proxy.ResponseHeaderTimeout.D(),
+		Metrics:               metrics,
 		Logger:                log,
 	})
 	if err != nil {
 		return nil, err
 	}
-	return &stack{handler: p, issuer: iss, keys: keys}, nil
+	// The request path, outermost first.
+	h := proxy.Chain(p,
+		proxy.Recover(log),
+		proxy.RequestID(),
+		proxy.Observe(log, metrics, true),
+	)
+	return &stack{handler: h, issuer: iss, keys: keys}, nil
+}
+
+// countQueries counts every store query by the route class of the request
+// that caused it: the contract's "zero queries on business routes" made
+// visible live (authsidecar_db_queries_total{class="business"} stays 0).
+func countQueries(db *sqlite.DB, reg prometheus.Registerer) {
+	queries := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "authsidecar_db_queries_total", Help: "Store queries by the route class that caused them (keyset: key cache reads; other: start-up and background work).",
+	}, []string{"class"})
+	reg.MustRegister(queries)
+	db.Observe = func(ctx context.Context, _ string) {
+		class := "other"
+		if info := proxy.Info(ctx); info != nil {
+			class = info.Class.String()
+		}
+		queries.WithLabelValues(class).Inc()
+	}
 }

@@ -16,13 +16,23 @@ var (
 	errReported = errors.New("already reported")
 )
 
-// command is one CLI verb.
+// command is one CLI verb, or one subcommand of a verb.
 type command struct {
 	name    string
 	summary string
+	// args is the positional synopsis for usage ("EMAIL ROLE"); empty: none.
+	args string
+	// detail is printed under the summary in -h. Zero: nothing more.
+	detail string
 	// secret says whether the command reads AUTH_SECRET (shown in -h).
 	secret bool
-	run    func(ctx context.Context, e *cliEnv, args []string) error
+	// minArgs and maxArgs bound the positional arguments. Zero: none.
+	minArgs, maxArgs int
+	// run does the work; unused when subs is set.
+	run func(ctx context.Context, e *cliEnv, args []string) error
+	// subs, when set, makes SUB required: the command is one of these and
+	// run is unused.
+	subs []command
 }
 
 // cliEnv is what a command may touch: no globals, so tests call run.
@@ -38,45 +48,137 @@ var commands = []command{
 	{name: "serve", summary: "run the sidecar", secret: true, run: cmdServe},
 	{name: "check", summary: "validate the config, open and migrate the database, decrypt the keys; report every problem", secret: true, run: cmdCheck},
 	{name: "version", summary: "print the version", run: cmdVersion},
+	{name: "demo", summary: "run a throwaway sidecar with an echo upstream and print a curl walkthrough (no config, no secret needed)", run: cmdDemo},
+	{name: "keys", summary: "list and rotate the JWT signing keys", subs: []command{
+		{name: "list", summary: "list the signing keys and whether each is usable with the current secret", secret: true, run: cmdKeysList},
+		{name: "rotate", summary: "make a new signing key; old keys stay in JWKS until their JWTs expire", secret: true, run: cmdKeysRotate,
+			detail: "A running sidecar needs no restart: get-session reads the key records and signs with the\nnewest key, and the verifier learns the new kid the first time a JWT names it (one key\nread, at most once per keys.cooldown)."},
+	}},
+	{name: "roles", summary: "grant, revoke and list the roles admin routes check", subs: []command{
+		{name: "grant", args: "EMAIL ROLE", minArgs: 2, maxArgs: 2, summary: "give the user EMAIL the role ROLE ([a-z0-9_-]+)", run: cmdRolesGrant,
+			detail: "Admin routes read user_role on every request: it takes effect on the next one."},
+		{name: "revoke", args: "EMAIL ROLE", minArgs: 2, maxArgs: 2, summary: "take the role ROLE from the user EMAIL", run: cmdRolesRevoke,
+			detail: "Admin routes read user_role on every request: it takes effect on the next one."},
+		{name: "list", args: "[EMAIL]", maxArgs: 1, summary: "list granted roles, of every user or of EMAIL", run: cmdRolesList},
+	}},
+	{name: "users", summary: "list and delete users, set a password", subs: []command{
+		{name: "list", summary: "list users: id, email, name, created, live sessions", run: cmdUsersList},
+		{name: "delete", args: "EMAIL", minArgs: 1, maxArgs: 1, summary: "delete the user EMAIL with its sessions, roles and password", run: cmdUsersDelete,
+			detail: "JWTs already issued to the user stay valid until they expire (auth.jwt_ttl): there is\nno immediate revocation."},
+		{name: "set-password", args: "EMAIL", minArgs: 1, maxArgs: 1, summary: "set the password of EMAIL, read from the first line of stdin", secret: true, run: cmdUsersSetPassword,
+			detail: "The password is the first line of stdin without its line ending, within\nauth.min_password_length and auth.max_password_length characters. Sessions are kept.\nExample: authsidecar users set-password ann@example.com < new-password.txt"},
+	}},
+	{name: "db", summary: "database maintenance", subs: []command{
+		{name: "backup", args: "FILE", minArgs: 1, maxArgs: 1, summary: "copy the live database to FILE (VACUUM INTO), safe while serving", run: cmdDBBackup,
+			detail: "FILE must not exist; it is created with mode 0600."},
+	}},
 }
 
 // run is main without the process: it parses args, runs one command and
 // returns its error.
 func run(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+	if len(args) == 0 || isHelp(args[0]) {
 		usage(stderr)
 		if len(args) == 0 {
 			return fmt.Errorf("%w: no command given", errUsage)
 		}
 		return nil
 	}
-	for _, c := range commands {
-		if c.name != args[0] {
-			continue
-		}
-		e := &cliEnv{getenv: getenv, stdin: stdin, stdout: stdout, stderr: stderr}
-		fs := flag.NewFlagSet("authsidecar "+c.name, flag.ContinueOnError)
-		fs.SetOutput(stderr)
-		fs.StringVar(&e.configPath, "config", "sidecar.yaml", "configuration `file`")
-		fs.Usage = func() {
-			fmt.Fprintf(stderr, "Usage: authsidecar %s [-config FILE]\n\n%s.\n", c.name, c.summary)
-			if c.secret {
-				fmt.Fprintln(stderr, "Needs the secret in the environment variable named by auth.secret_env (default AUTH_SECRET).")
-			}
-			fmt.Fprintln(stderr, "\nFlags:")
-			fs.PrintDefaults()
-		}
-		rest, err := parseFlags(fs, args[1:])
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		return c.run(ctx, e, rest)
+	c, ok := lookup(commands, args[0])
+	if !ok {
+		usage(stderr)
+		return fmt.Errorf("%w: unknown command %q", errUsage, args[0])
 	}
-	usage(stderr)
-	return fmt.Errorf("%w: unknown command %q", errUsage, args[0])
+	path, rest := c.name, args[1:]
+	if c.subs != nil {
+		switch {
+		case len(rest) == 0:
+			return fmt.Errorf("%w: %s needs a subcommand: %s", errUsage, c.name, subNames(c))
+		case isHelp(rest[0]):
+			subUsage(stderr, c)
+			return nil
+		case strings.HasPrefix(rest[0], "-"):
+			return fmt.Errorf("%w: %s needs a subcommand before flags (%s), got %s", errUsage, c.name, subNames(c), rest[0])
+		}
+		sub, ok := lookup(c.subs, rest[0])
+		if !ok {
+			return fmt.Errorf("%w: unknown %s subcommand %q: want %s", errUsage, c.name, rest[0], subNames(c))
+		}
+		c, path, rest = sub, path+" "+sub.name, rest[1:]
+	}
+	e := &cliEnv{getenv: getenv, stdin: stdin, stdout: stdout, stderr: stderr}
+	fs := flag.NewFlagSet("authsidecar "+path, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&e.configPath, "config", "sidecar.yaml", "configuration `file`")
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: authsidecar %s [-config FILE]%s\n\n%s.\n", path, prefixed(" ", c.args), upperFirst(c.summary))
+		if c.detail != "" {
+			fmt.Fprintln(stderr, c.detail)
+		}
+		if c.secret {
+			fmt.Fprintln(stderr, "Needs the secret in the environment variable named by auth.secret_env (default AUTH_SECRET).")
+		} else {
+			fmt.Fprintln(stderr, "Does not need the secret.")
+		}
+		fmt.Fprintln(stderr, "\nFlags:")
+		fs.PrintDefaults()
+	}
+	rest, err := parseFlags(fs, rest)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if len(rest) < c.minArgs || len(rest) > c.maxArgs {
+		if c.maxArgs == 0 {
+			return noArgs(path, rest)
+		}
+		return fmt.Errorf("%w: %s takes %s, got %s", errUsage, path, c.args, plural(len(rest), "argument"))
+	}
+	return c.run(ctx, e, rest)
+}
+
+func isHelp(arg string) bool {
+	return arg == "-h" || arg == "-help" || arg == "--help" || arg == "help"
+}
+
+func lookup(cs []command, name string) (command, bool) {
+	for _, c := range cs {
+		if c.name == name {
+			return c, true
+		}
+	}
+	return command{}, false
+}
+
+func subNames(c command) string {
+	names := make([]string, len(c.subs))
+	for i, s := range c.subs {
+		names[i] = s.name
+	}
+	return strings.Join(names, ", ")
+}
+
+func prefixed(prefix, s string) string {
+	if s == "" {
+		return ""
+	}
+	return prefix + s
+}
+
+func plural(n int, word string) string {
+	if n == 1 {
+		return "1 " + word
+	}
+	return fmt.Sprintf("%d %ss", n, word)
+}
+
+func upperFirst(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToUpper(s[:1]) + s[1:]
 }
 
 // parseFlags enforces the grammar CMD [SUB] [-flags] [ARGS...]: flags come
@@ -106,11 +208,33 @@ func noArgs(name string, args []string) error {
 }
 
 func usage(w io.Writer) {
-	fmt.Fprintln(w, "Usage: authsidecar CMD [SUB] [-config FILE] [ARGS...]\n\nCommands:")
+	fmt.Fprintln(w, "Usage: authsidecar CMD [SUB] [-config FILE] [ARGS...]\n\nCommands (secret: needs the secret in the environment):")
 	for _, c := range commands {
-		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
+		if c.subs == nil {
+			usageLine(w, c.name, c)
+		}
+		for _, s := range c.subs {
+			usageLine(w, c.name+" "+s.name+prefixed(" ", s.args), s)
+		}
 	}
-	fmt.Fprintln(w, "\nRun 'authsidecar CMD -h' for a command's flags.")
+	fmt.Fprintln(w, "\nRun 'authsidecar CMD [SUB] -h' for a command's flags.")
+}
+
+func usageLine(w io.Writer, synopsis string, c command) {
+	need := ""
+	if c.secret {
+		need = "secret"
+	}
+	fmt.Fprintf(w, "  %-32s %-6s  %s\n", synopsis, need, c.summary)
+}
+
+// subUsage is "authsidecar CMD -h" for a command with subcommands.
+func subUsage(w io.Writer, c command) {
+	fmt.Fprintf(w, "Usage: authsidecar %s SUB [-config FILE] [ARGS...]\n\n%s.\n\nSubcommands (secret: needs the secret in the environment):\n", c.name, upperFirst(c.summary))
+	for _, s := range c.subs {
+		usageLine(w, c.name+" "+s.name+prefixed(" ", s.args), s)
+	}
+	fmt.Fprintf(w, "\nRun 'authsidecar %s SUB -h' for a subcommand's flags.\n", c.name)
 }
 
 // version is set at build time with -ldflags "-X main.version=...".

@@ -8,6 +8,14 @@ import (
 	"net"
 	"net/http"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/authsidecar/authsidecar/config"
+	"github.com/authsidecar/authsidecar/health"
+	"github.com/authsidecar/authsidecar/server"
 )
 
 func cmdServe(ctx context.Context, e *cliEnv, args []string) error {
@@ -18,50 +26,108 @@ func cmdServe(ctx context.Context, e *cliEnv, args []string) error {
 	if err != nil {
 		return err
 	}
-	log := newLogger(cfg.Log, e.stderr)
+	return serve(ctx, cfg, secret, newLogger(cfg.Log, e.stderr), nil, nil)
+}
+
+// serve runs the sidecar until ctx ends. ln, when not nil, is the public
+// listener already bound (the demo binds first to learn its port); onReady,
+// when not nil, is called once both listeners accept.
+func serve(ctx context.Context, cfg config.Config, secret config.Secret, log *slog.Logger, ln net.Listener, onReady func()) error {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+
 	db, err := openStore(ctx, cfg)
 	if err != nil {
 		return err
 	}
-	// The store is closed last, after every handler has returned.
+	// Closed last: Run returns only after every handler has.
 	defer db.Close()
+	countQueries(db, reg)
 
-	st, err := buildStack(ctx, cfg, secret, db, log)
+	st, err := buildStack(ctx, cfg, secret, db, log, reg)
 	if err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", cfg.Listen)
-	if err != nil {
-		return fmt.Errorf("listen %s: %w", cfg.Listen, err)
+	// Bind both listeners before serving, so a taken port fails start-up.
+	if ln == nil {
+		if ln, err = net.Listen("tcp", cfg.Listen); err != nil {
+			return fmt.Errorf("listen %s: %w", cfg.Listen, err)
+		}
 	}
-	srv := &http.Server{
-		Handler:           st.handler,
+	adminLn, err := net.Listen("tcp", cfg.Metrics.Listen)
+	if err != nil {
+		ln.Close()
+		return fmt.Errorf("metrics listen %s: %w", cfg.Metrics.Listen, err)
+	}
+
+	checks := []health.Check{
+		{Name: "keyset", Run: func(context.Context) error {
+			if st.keys.Len() == 0 {
+				return errors.New("no verification keys loaded")
+			}
+			return nil
+		}},
+		{Name: "signing_key", Run: func(context.Context) error {
+			if !st.issuer.HasSigningKey() {
+				return errors.New("no usable signing key")
+			}
+			return nil
+		}},
+	}
+	if cfg.Health.ReadyRequiresDatabase {
+		checks = append(checks, health.Check{Name: "database", Run: db.Ping})
+	}
+	hl := &health.Health{Checks: checks}
+
+	mainTracker, adminTracker := server.NewTracker(), server.NewTracker()
+	public := &server.Server{
+		HTTP:     newHTTPServer(mainTracker.Middleware(st.handler), log),
+		Listener: ln, Tracker: mainTracker, Grace: cfg.Shutdown.Grace.D(), OnDrain: hl.Drain, Logger: log,
+	}
+	admin := &server.Server{
+		HTTP:     newHTTPServer(adminTracker.Middleware(adminMux(reg, hl)), log),
+		Listener: adminLn, Tracker: adminTracker, Grace: time.Second, Logger: log,
+	}
+	log.Info("listening", "addr", ln.Addr().String(), "metrics_addr", adminLn.Addr().String(),
+		"base_url", cfg.BaseURL, "upstream", cfg.Upstream, "database", cfg.Database.Path, "keys", st.keys.Len())
+
+	// The admin listener outlives the main one so /readyz reports 503 while
+	// requests drain.
+	adminCtx, stopAdmin := context.WithCancel(context.Background())
+	adminErr := make(chan error, 1)
+	go func() { adminErr <- admin.Run(adminCtx) }()
+	if onReady != nil {
+		onReady()
+	}
+	err = public.Run(ctx)
+	stopAdmin()
+	if aerr := <-adminErr; err == nil {
+		err = aerr
+	}
+	if err == nil {
+		log.Info("stopped")
+	}
+	return err
+}
+
+func newHTTPServer(h http.Handler, log *slog.Logger) *http.Server {
+	return &http.Server{
+		Handler:           h,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       120 * time.Second,
 		MaxHeaderBytes:    64 << 10,
-		// OPTIONS * is ours to answer, with JSON like every other rejection.
+		// OPTIONS * is ours to answer, with JSON like every other refusal.
 		DisableGeneralOptionsHandler: true,
 		ErrorLog:                     slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
-	log.Info("listening", "addr", ln.Addr().String(), "base_url", cfg.BaseURL, "upstream", cfg.Upstream, "database", cfg.Database.Path, "keys", st.keys.Len())
+}
 
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
-	select {
-	case err := <-errc:
-		return fmt.Errorf("serve: %w", err)
-	case <-ctx.Done():
-	}
-	log.Info("shutting down", "grace", cfg.Shutdown.Grace.D().String())
-	sctx, cancel := context.WithTimeout(context.Background(), cfg.Shutdown.Grace.D())
-	defer cancel()
-	if err := srv.Shutdown(sctx); err != nil {
-		srv.Close()
-		return fmt.Errorf("shutdown: %w", err)
-	}
-	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return fmt.Errorf("serve: %w", err)
-	}
-	log.Info("stopped")
-	return nil
+// adminMux serves the operator endpoints, on their own listener: never on
+// the public port, never on http.DefaultServeMux.
+func adminMux(reg *prometheus.Registry, hl *health.Health) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	mux.HandleFunc("GET /healthz", hl.Live)
+	mux.HandleFunc("GET /readyz", hl.Ready)
+	return mux
 }

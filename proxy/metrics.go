@@ -1,0 +1,66 @@
+package proxy
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics are the request-path metrics. Labels are bounded: route classes,
+// status codes and fixed reason words, never paths or user ids.
+type Metrics struct {
+	requests       *prometheus.CounterVec
+	duration       *prometheus.HistogramVec
+	failures       *prometheus.CounterVec
+	upstreamErrors *prometheus.CounterVec
+	inflight       prometheus.Gauge
+	refreshes      *prometheus.CounterVec
+}
+
+// NewMetrics creates the metrics and registers them with reg.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "authsidecar_requests_total", Help: "Requests by route class and status code.",
+		}, []string{"class", "code"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "authsidecar_request_duration_seconds", Help: "Request duration by route class, to the end of the response.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
+		}, []string{"class"}),
+		failures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "authsidecar_auth_failures_total", Help: "Refused requests by route class and reason.",
+		}, []string{"class", "reason"}),
+		upstreamErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "authsidecar_upstream_errors_total", Help: "Failed upstream round trips by kind (unreachable, timeout, canceled).",
+		}, []string{"kind"}),
+		inflight: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "authsidecar_inflight_requests", Help: "Requests being served now.",
+		}),
+		refreshes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "authsidecar_keyset_refreshes_total", Help: "Key set refreshes by trigger (boot, max_age, unknown_kid, issuer) and result (ok, error, skipped_cooldown).",
+		}, []string{"trigger", "result"}),
+	}
+	reg.MustRegister(m.requests, m.duration, m.failures, m.upstreamErrors, m.inflight, m.refreshes)
+	return m
+}
+
+// ObserveRefresh counts a key set refresh; pass it as KeyCacheOptions.OnRefresh.
+func (m *Metrics) ObserveRefresh(trigger, result string) {
+	m.refreshes.WithLabelValues(trigger, result).Inc()
+}
+
+// RegisterKeyCache exports the key set's age and size, read at scrape time.
+func RegisterKeyCache(reg prometheus.Registerer, kc *KeyCache) {
+	reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "authsidecar_keyset_age_seconds", Help: "Seconds since the key set was last read from the store.",
+		}, func() float64 { return kc.Age().Seconds() }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "authsidecar_keys_loaded", Help: "Public keys held in memory for verification.",
+		}, func() float64 { return float64(kc.Len()) }),
+	)
+}
+
+func (m *Metrics) upstreamError(kind string) {
+	if m != nil {
+		m.upstreamErrors.WithLabelValues(kind).Inc()
+	}
+}

@@ -1,0 +1,259 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/authsidecar/authsidecar/issuer"
+)
+
+// The methods in this file serve the admin CLI, not requests. Emails are
+// matched exactly: pass them lower-cased, as they are stored. An unknown
+// email is issuer.ErrNotFound.
+
+// UserSummary is a user and how many of its sessions have not expired.
+type UserSummary struct {
+	issuer.User
+	LiveSessions int
+}
+
+// RoleGrant is one user_role row with its user's email.
+type RoleGrant struct {
+	UserID    string
+	Email     string
+	Role      string
+	CreatedAt time.Time
+}
+
+// DeletedUser is what DeleteUserByEmail removed: the user and, by ON
+// DELETE CASCADE, its sessions, roles and accounts.
+type DeletedUser struct {
+	User     issuer.User
+	Sessions int // every session row, live or expired
+	Roles    int
+}
+
+// UserByEmail returns the user with that email.
+func (db *DB) UserByEmail(ctx context.Context, email string) (issuer.User, error) {
+	db.observe(ctx, "user_by_email")
+	u, err := scanUser(db.r.QueryRowContext(ctx, `SELECT `+userColumns+` FROM "user" u WHERE u.email = ?`, email))
+	if errors.Is(err, sql.ErrNoRows) {
+		return issuer.User{}, issuer.ErrNotFound
+	}
+	if err != nil {
+		return issuer.User{}, fmt.Errorf("user by email: %w", err)
+	}
+	return u, nil
+}
+
+// Users returns every user, oldest first, with its sessions still live at
+// now.
+func (db *DB) Users(ctx context.Context, now time.Time) ([]UserSummary, error) {
+	db.observe(ctx, "list_users")
+	rows, err := db.r.QueryContext(ctx,
+		`SELECT `+userColumns+`, (SELECT count(*) FROM session s WHERE s.user_id = u.id AND s.expires_at > ?)
+		 FROM "user" u ORDER BY u.created_at, u.email`, ms(now))
+	if err != nil {
+		return nil, fmt.Errorf("list users: %w", err)
+	}
+	defer rows.Close()
+	var out []UserSummary
+	for rows.Next() {
+		var s UserSummary
+		if s.User, err = scanUser(rows, &s.LiveSessions); err != nil {
+			return nil, fmt.Errorf("scan user: %w", err)
+		}
+		out = append(out, s)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list users: %w", err)
+	}
+	return out, nil
+}
+
+// DeleteUserByEmail deletes the user; its sessions, roles and accounts go
+// with it (ON DELETE CASCADE; Open turns foreign keys on). JWTs already
+// issued to it are not affected: nothing can reach them.
+func (db *DB) DeleteUserByEmail(ctx context.Context, email string) (DeletedUser, error) {
+	db.observe(ctx, "delete_user")
+	var d DeletedUser
+	err := db.withTx(ctx, func(tx *sql.Tx) error {
+		var err error
+		d.User, err = scanUser(tx.QueryRowContext(ctx, `SELECT `+userColumns+` FROM "user" u WHERE u.email = ?`, email))
+		if errors.Is(err, sql.ErrNoRows) {
+			return issuer.ErrNotFound
+		}
+		if err != nil {
+			return fmt.Errorf("user by email: %w", err)
+		}
+		err = tx.QueryRowContext(ctx,
+			`SELECT (SELECT count(*) FROM session WHERE user_id = ?), (SELECT count(*) FROM user_role WHERE user_id = ?)`,
+			d.User.ID, d.User.ID).Scan(&d.Sessions, &d.Roles)
+		if err != nil {
+			return fmt.Errorf("count user rows: %w", err)
+		}
+		if _, err := tx.ExecContext(ctx, `DELETE FROM "user" WHERE id = ?`, d.User.ID); err != nil {
+			return fmt.Errorf("delete user: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return DeletedUser{}, err
+	}
+	return d, nil
+}
+
+// GrantRoleByEmail gives the user the role; added is false when the user
+// already held it.
+func (db *DB) GrantRoleByEmail(ctx context.Context, email, role string, now time.Time) (added bool, err error) {
+	db.observe(ctx, "grant_role")
+	err = db.withTx(ctx, func(tx *sql.Tx) error {
+		id, err := userIDByEmail(ctx, tx, email)
+		if err != nil {
+			return err
+		}
+		res, err := tx.ExecContext(ctx,
+			`INSERT INTO user_role (user_id, role, created_at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING`, id, role, ms(now))
+		if err != nil {
+			return fmt.Errorf("grant role: %w", err)
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return fmt.Errorf("grant role: %w", err)
+		}
+		added = n > 0
+		return nil
+	})
+	return added, err
+}
+
+// RevokeRoleByEmail takes the role from the user; removed is false when
+// the user did not hold it.
+func (db *DB) RevokeRoleByEmail(ctx context.Context, email, role string) (removed bool, err error) {
+	db.observe(ctx, "revoke_role")
+	err = db.withTx(ctx, func(tx *sql.Tx) error {
+		id, err := userIDByEmail(ctx, tx, email)
+		if err != nil {
+			return err
+		}
+		res, err := tx.ExecContext(ctx, `DELETE FROM user_role WHERE user_id = ? AND role = ?`, id, role)
+		if err != nil {
+			return fmt.Errorf("revoke role: %w", err)
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return fmt.Errorf("revoke role: %w", err)
+		}
+		removed = n > 0
+		return nil
+	})
+	return removed, err
+}
+
+func userIDByEmail(ctx context.Context, tx *sql.Tx, email string) (string, error) {
+	var id string
+	err := tx.QueryRowContext(ctx, `SELECT id FROM "user" WHERE email = ?`, email).Scan(&id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", issuer.ErrNotFound
+	}
+	if err != nil {
+		return "", fmt.Errorf("user by email: %w", err)
+	}
+	return id, nil
+}
+
+// RoleGrants returns the granted roles ordered by email and role: every
+// user's when email is empty, else that user's (none is an empty list, an
+// unknown email issuer.ErrNotFound).
+func (db *DB) RoleGrants(ctx context.Context, email string) ([]RoleGrant, error) {
+	db.observe(ctx, "list_roles")
+	// The LEFT JOIN tells "no such user" (no row) from "no roles" (one row
+	// with a NULL role) in one query.
+	q := `SELECT u.id, u.email, r.role, r.created_at FROM user_role r JOIN "user" u ON u.id = r.user_id ORDER BY u.email, r.role`
+	var args []any
+	if email != "" {
+		q = `SELECT u.id, u.email, r.role, r.created_at FROM "user" u LEFT JOIN user_role r ON r.user_id = u.id WHERE u.email = ? ORDER BY r.role`
+		args = append(args, email)
+	}
+	rows, err := db.r.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list roles: %w", err)
+	}
+	defer rows.Close()
+	out := []RoleGrant{}
+	found := false
+	for rows.Next() {
+		found = true
+		var g RoleGrant
+		var role sql.NullString
+		var created sql.NullInt64
+		if err := rows.Scan(&g.UserID, &g.Email, &role, &created); err != nil {
+			return nil, fmt.Errorf("scan role: %w", err)
+		}
+		if !role.Valid {
+			continue
+		}
+		g.Role, g.CreatedAt = role.String, fromNullMS(created)
+		out = append(out, g)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list roles: %w", err)
+	}
+	if email != "" && !found {
+		return nil, issuer.ErrNotFound
+	}
+	return out, nil
+}
+
+// Backup writes a consistent copy of the database to path with VACUUM
+// INTO, on a read connection: under WAL it reads one snapshot and blocks
+// no writer, so it is safe while serving. path must not exist: it is
+// created with mode 0600 (it holds password hashes and encrypted keys)
+// and removed again if the copy fails.
+func (db *DB) Backup(ctx context.Context, path string) error {
+	db.observe(ctx, "backup")
+	// Absolute, so SQLite never reads it as a "file:" URI.
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return fmt.Errorf("backup: %w", err)
+	}
+	// O_EXCL refuses an existing file atomically; VACUUM INTO accepts the
+	// empty file and keeps its mode.
+	f, err := os.OpenFile(abs, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, os.ErrExist) {
+		return fmt.Errorf("backup: %s already exists: refusing to overwrite it", path)
+	}
+	if err != nil {
+		return fmt.Errorf("backup: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		os.Remove(abs)
+		return fmt.Errorf("backup: %w", err)
+	}
+	if _, err := db.r.ExecContext(ctx, `VACUUM INTO ?`, abs); err != nil {
+		os.Remove(abs)
+		return fmt.Errorf("backup: vacuum into %s: %w", path, err)
+	}
+	// A backup that is not on disk is no backup.
+	if err := syncFile(abs); err != nil {
+		return fmt.Errorf("backup: %w", err)
+	}
+	return nil
+}
+
+func syncFile(path string) error {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
