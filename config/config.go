@@ -227,6 +227,10 @@ type Log struct {
 	// Level is the least severe level logged: "debug", "info", "warn" or
 	// "error". Default "info".
 	Level string `yaml:"level"`
+	// Access writes one info line per request (method, path, class,
+	// status, duration, bytes, user id, reason, request id). Default true;
+	// false leaves only the metrics, for the last bit of throughput.
+	Access bool `yaml:"access"`
 }
 
 // Shutdown configures the drain on SIGTERM.
@@ -289,7 +293,7 @@ func Default() Config {
 		},
 		Metrics:  Metrics{Listen: "127.0.0.1:9090"},
 		Health:   Health{ReadyRequiresDatabase: true},
-		Log:      Log{Format: "json", Level: "info"},
+		Log:      Log{Format: "json", Level: "info", Access: true},
 		Shutdown: Shutdown{Grace: Duration(25 * time.Second)},
 		Cache:    Cache{VerifiedTokens: 100000},
 	}

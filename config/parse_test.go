@@ -215,7 +215,7 @@ func TestParseGood(t *testing.T) {
 	want.Limits.SignupPerIP = Rate{}
 	want.Limits.PasswordHashConcurrency = 4
 	want.Metrics.Listen = "0.0.0.0:9090"
-	want.Log = Log{Format: "text", Level: "debug"}
+	want.Log = Log{Format: "text", Level: "debug", Access: true}
 	want.Cache.VerifiedTokens = 0
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("got  %+v\nwant %+v", got, want)

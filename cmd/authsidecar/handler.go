@@ -101,7 +101,7 @@ func buildStack(ctx context.Context, cfg config.Config, secret config.Secret, db
 	h := proxy.Chain(p,
 		proxy.Recover(log),
 		proxy.RequestID(),
-		proxy.Observe(log, metrics, true),
+		proxy.Observe(log, metrics, cfg.Log.Access),
 	)
 	return &stack{handler: h, issuer: iss, keys: keys}, nil
 }
