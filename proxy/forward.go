@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -24,6 +25,15 @@ func newTransport(responseHeaderTimeout time.Duration) *http.Transport {
 	t.Proxy = nil // never send the upstream hop through an environment proxy
 	return t
 }
+
+// bufferPool recycles the 32 KiB copy buffers ReverseProxy would
+// otherwise allocate for every response.
+type bufferPool struct{}
+
+var buffers = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
+func (bufferPool) Get() []byte  { return *buffers.Get().(*[]byte) }
+func (bufferPool) Put(b []byte) { buffers.Put(&b) }
 
 // rewrite builds the outbound request. It runs after ReverseProxy removed
 // hop-by-hop headers (including any named in Connection), so the identity

@@ -22,13 +22,13 @@ var legacyHeaders = []string{
 // "X_User_Id" would arrive as X-User-Id), the legacy routing headers, and
 // the session cookie.
 type headerStripper struct {
-	identity string // lower case, "_" as "-"
+	identity string
 	drop     map[string]bool
 	cookies  map[string]bool
 }
 
 func newHeaderStripper(identity string, sessionCookies []string) headerStripper {
-	s := headerStripper{identity: foldHeader(identity), drop: map[string]bool{}, cookies: map[string]bool{}}
+	s := headerStripper{identity: identity, drop: map[string]bool{}, cookies: map[string]bool{}}
 	for _, h := range legacyHeaders {
 		s.drop[http.CanonicalHeaderKey(h)] = true
 	}
@@ -38,13 +38,36 @@ func newHeaderStripper(identity string, sessionCookies []string) headerStripper 
 	return s
 }
 
-func foldHeader(name string) string {
-	return strings.ToLower(strings.ReplaceAll(name, "_", "-"))
+// sameHeader compares header names ignoring ASCII case and treating "_"
+// as "-", without allocating (it runs for every header of every request).
+func sameHeader(a, b string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := 0; i < len(a); i++ {
+		x, y := a[i], b[i]
+		if x == '_' {
+			x = '-'
+		}
+		if y == '_' {
+			y = '-'
+		}
+		if 'A' <= x && x <= 'Z' {
+			x += 'a' - 'A'
+		}
+		if 'A' <= y && y <= 'Z' {
+			y += 'a' - 'A'
+		}
+		if x != y {
+			return false
+		}
+	}
+	return true
 }
 
 func (s headerStripper) apply(h http.Header) {
 	for name := range h {
-		if s.drop[name] || strings.IndexByte(name, '_') >= 0 || foldHeader(name) == s.identity {
+		if s.drop[name] || strings.IndexByte(name, '_') >= 0 || sameHeader(name, s.identity) {
 			delete(h, name)
 		}
 	}

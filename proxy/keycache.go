@@ -115,6 +115,12 @@ func (c *KeyCache) Age() time.Duration {
 	return c.o.Now().Sub(s.loadedAt)
 }
 
+// Has reports whether kid is in the key set now, without any refresh.
+func (c *KeyCache) Has(kid string) bool {
+	_, ok := c.set.Load().keys[kid]
+	return ok
+}
+
 // Add installs a key the issuer is about to sign with, so tokens signed
 // with it verify at once instead of waiting out the cooldown.
 func (c *KeyCache) Add(k Key) {

@@ -123,6 +123,7 @@ func New(o Options) (*Proxy, error) {
 		Transport:      o.Transport,
 		ModifyResponse: p.modifyResponse,
 		ErrorHandler:   p.upstreamError,
+		BufferPool:     bufferPool{},
 		ErrorLog:       slog.NewLogLogger(o.Logger.Handler(), slog.LevelWarn),
 	}
 	return p, nil

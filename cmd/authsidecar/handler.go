@@ -72,13 +72,20 @@ func buildStack(ctx context.Context, cfg config.Config, secret config.Secret, db
 		admin[i] = proxy.AdminRoute{Prefix: a.Prefix, Roles: a.Roles}
 	}
 	origin := cfg.BaseOrigin()
-	p, err := proxy.New(proxy.Options{
-		Upstream: upstream,
-		Auth:     iss,
-		Verifier: proxy.NewJWTVerifier(proxy.JWTVerifierOptions{
+	verifier := proxy.NewCachingVerifier(proxy.CachingVerifierOptions{
+		Inner: proxy.NewJWTVerifier(proxy.JWTVerifierOptions{
 			Keys: keys, Issuer: origin, Audience: origin,
 			Leeway: cfg.Auth.Leeway.D(), MaxTTL: cfg.Auth.JWTTTL.D(),
 		}),
+		Keys:       keys,
+		Size:       cfg.Cache.VerifiedTokens,
+		Leeway:     cfg.Auth.Leeway.D(),
+		Registerer: reg,
+	})
+	p, err := proxy.New(proxy.Options{
+		Upstream:              upstream,
+		Auth:                  iss,
+		Verifier:              verifier,
 		Sessions:              iss,
 		Roles:                 db,
 		IdentityHeader:        cfg.Routes.IdentityHeader,

@@ -1,0 +1,130 @@
+package proxy
+
+import (
+	"context"
+	"crypto/sha256"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// CachingVerifierOptions configures NewCachingVerifier.
+type CachingVerifierOptions struct {
+	// Inner verifies tokens the cache has not seen. Required.
+	Inner Verifier
+	// Keys says whether a cached token's key is still in the key set; a
+	// token whose key left (rotation, AUTH_SECRET change) is refused at
+	// once. Required.
+	Keys interface{ Has(kid string) bool }
+	// Size is the most tokens remembered (~200 bytes each). Zero: the
+	// cache is off and Inner is returned as is.
+	Size int
+	// Leeway is the skew accepted on exp, as the inner verifier does.
+	Leeway time.Duration
+	// Registerer receives hit/miss/eviction counters. Zero: not registered.
+	Registerer prometheus.Registerer
+	// Now is the clock. Zero: time.Now.
+	Now func() time.Time
+}
+
+// cachingVerifier remembers verified tokens by SHA-256 of the whole token,
+// so a hit costs a hash and a map lookup instead of a signature check and
+// JSON parsing. Only successes are stored: a failure costs an attacker a
+// full verification every time and can never push good entries out.
+// Eviction is FIFO per shard, which is enough: the working set (live
+// tokens of active users) is far below Size in normal operation.
+type cachingVerifier struct {
+	inner  Verifier
+	keys   interface{ Has(kid string) bool }
+	leeway time.Duration
+	now    func() time.Time
+	shards [cacheShards]cacheShard
+	m      *cacheMetrics
+}
+
+const cacheShards = 32
+
+type cacheShard struct {
+	mu    sync.Mutex
+	items map[[32]byte]Claims
+	ring  [][32]byte // insertion order, for eviction
+	next  int
+	limit int
+}
+
+type cacheMetrics struct {
+	hits, misses, evictions atomic.Uint64
+}
+
+// NewCachingVerifier wraps o.Inner with a verified-token cache.
+func NewCachingVerifier(o CachingVerifierOptions) Verifier {
+	if o.Size <= 0 {
+		return o.Inner
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	v := &cachingVerifier{inner: o.Inner, keys: o.Keys, leeway: o.Leeway, now: o.Now, m: &cacheMetrics{}}
+	per := max(1, o.Size/cacheShards)
+	for i := range v.shards {
+		v.shards[i] = cacheShard{items: make(map[[32]byte]Claims, per), ring: make([][32]byte, per), limit: per}
+	}
+	if o.Registerer != nil {
+		counter := func(name, help string, f func() uint64) prometheus.Collector {
+			return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, func() float64 { return float64(f()) })
+		}
+		o.Registerer.MustRegister(
+			counter("authsidecar_token_cache_hits_total", "Business tokens found in the verified-token cache.", v.m.hits.Load),
+			counter("authsidecar_token_cache_misses_total", "Tokens verified in full (not in the cache).", v.m.misses.Load),
+			counter("authsidecar_token_cache_evictions_total", "Verified tokens pushed out of the full cache.", v.m.evictions.Load),
+		)
+	}
+	return v
+}
+
+func (v *cachingVerifier) Verify(ctx context.Context, token string) (Claims, error) {
+	// The hash reads the string in place: no copy on the hot path.
+	key := sha256.Sum256(unsafe.Slice(unsafe.StringData(token), len(token)))
+	sh := &v.shards[key[0]%cacheShards]
+	sh.mu.Lock()
+	c, ok := sh.items[key]
+	sh.mu.Unlock()
+	if ok {
+		// A hit is re-checked: expiry moves with the clock, and a key that
+		// left the set takes its tokens with it.
+		if v.now().Before(c.Expires.Add(v.leeway)) && v.keys.Has(c.KID) {
+			v.m.hits.Add(1)
+			return c, nil
+		}
+		sh.mu.Lock()
+		delete(sh.items, key)
+		sh.mu.Unlock()
+		if !v.now().Before(c.Expires.Add(v.leeway)) {
+			return Claims{}, authErr(ReasonExpired, nil)
+		}
+	}
+	v.m.misses.Add(1)
+	c, err := v.inner.Verify(ctx, token)
+	if err != nil {
+		return c, err
+	}
+	sh.mu.Lock()
+	if _, dup := sh.items[key]; !dup {
+		// Every stored key sits in a ring slot, so overwriting the slot's
+		// old key keeps the map within limit.
+		if old := sh.ring[sh.next]; old != ([32]byte{}) {
+			if _, live := sh.items[old]; live {
+				delete(sh.items, old)
+				v.m.evictions.Add(1)
+			}
+		}
+		sh.ring[sh.next] = key
+		sh.next = (sh.next + 1) % sh.limit
+		sh.items[key] = c
+	}
+	sh.mu.Unlock()
+	return c, nil
+}
