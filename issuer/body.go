@@ -11,6 +11,8 @@ import (
 	"net/url"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/authsidecar/authsidecar/internal/strictjson"
 )
 
 // fields is a decoded request body: a JSON object whose members are kept
@@ -75,8 +77,7 @@ func decodeJSONFields(data []byte) (*fields, *apiError) {
 	if !utf8.Valid(data) || !json.Valid(data) {
 		return nil, errBadJSON
 	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	if err := checkDuplicates(dec); err != nil {
+	if err := strictjson.CheckDuplicates(data); err != nil {
 		return nil, errBadRequest("BAD_REQUEST", "Invalid JSON in request body: "+err.Error())
 	}
 	var m map[string]json.RawMessage
@@ -85,44 +86,6 @@ func decodeJSONFields(data []byte) (*fields, *apiError) {
 		return nil, errBadRequest("VALIDATION_ERROR", "[body] Invalid input: expected object, received "+kind)
 	}
 	return &fields{m: m}, nil
-}
-
-// checkDuplicates walks one JSON value (already known valid) and fails on a
-// repeated member name in any object.
-func checkDuplicates(dec *json.Decoder) error {
-	tok, err := dec.Token()
-	if err != nil {
-		return err
-	}
-	switch tok {
-	case json.Delim('{'):
-		seen := map[string]bool{}
-		for dec.More() {
-			k, err := dec.Token()
-			if err != nil {
-				return err
-			}
-			key := k.(string)
-			if seen[key] {
-				return fmt.Errorf("duplicate member %q", key)
-			}
-			seen[key] = true
-			if err := checkDuplicates(dec); err != nil {
-				return err
-			}
-		}
-		_, err = dec.Token() // '}'
-		return err
-	case json.Delim('['):
-		for dec.More() {
-			if err := checkDuplicates(dec); err != nil {
-				return err
-			}
-		}
-		_, err = dec.Token() // ']'
-		return err
-	}
-	return nil
 }
 
 // decodeFormFields turns a urlencoded body into string members. A repeated

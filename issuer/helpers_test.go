@@ -34,7 +34,7 @@ func (c *clock) Add(d time.Duration) {
 }
 
 type env struct {
-	t      *testing.T
+	t      testing.TB
 	db     *sqlite.DB
 	dbPath string
 	iss    *issuer.Issuer
@@ -54,7 +54,7 @@ func openDB(t testing.TB, path string) *sqlite.DB {
 }
 
 // newEnv starts an issuer on a fresh SQLite file behind a real HTTP server.
-func newEnv(t *testing.T, mutate ...func(*issuer.Options)) *env {
+func newEnv(t testing.TB, mutate ...func(*issuer.Options)) *env {
 	t.Helper()
 	e := &env{t: t, dbPath: filepath.Join(t.TempDir(), "auth.db"), clock: &clock{t: time.Now().UTC()}}
 	e.opts = issuer.Options{
@@ -95,7 +95,7 @@ type resp struct {
 	body   []byte
 }
 
-func (r resp) json(t *testing.T) map[string]any {
+func (r resp) json(t testing.TB) map[string]any {
 	t.Helper()
 	var m map[string]any
 	if err := json.Unmarshal(r.body, &m); err != nil {
@@ -105,7 +105,7 @@ func (r resp) json(t *testing.T) map[string]any {
 }
 
 // code returns the error code of a JSON error body.
-func (r resp) code(t *testing.T) string {
+func (r resp) code(t testing.TB) string {
 	t.Helper()
 	c, _ := r.json(t)["code"].(string)
 	return c

@@ -585,3 +585,54 @@ func TestSecureCookieOnHTTPS(t *testing.T) {
 		t.Errorf("prefixed cookie refused: %s", g.body)
 	}
 }
+
+func TestRateLimits(t *testing.T) {
+	e := newEnv(t, func(o *issuer.Options) {
+		o.SignInPerIP = issuer.Rate{N: 3, Per: time.Minute}
+		o.SignInPerEmail = issuer.Rate{N: 5, Per: time.Minute}
+		o.SignUpPerIP = issuer.Rate{N: 2, Per: time.Minute}
+		// The test names the client in a header; production uses the
+		// proxy's trusted-proxy rule.
+		o.ClientIP = func(r *http.Request) string { return r.Header.Get("X-Test-Client") }
+	})
+	signIn := func(ip, email string) resp {
+		return e.postJSON("/api/auth/sign-in/email", map[string]any{"email": email, "password": "wrong-password"}, "X-Test-Client", ip)
+	}
+	for i := range 3 {
+		if r := signIn("10.0.0.1", "a@example.com"); r.status != 401 {
+			t.Fatalf("attempt %d: got %d %s, want 401", i, r.status, r.body)
+		}
+	}
+	r := signIn("10.0.0.1", "a@example.com")
+	if r.status != 429 || r.code(t) != "TOO_MANY_REQUESTS" || r.header.Get("Retry-After") == "" {
+		t.Fatalf("4th from one IP: got %d %s Retry-After=%q, want 429 with Retry-After", r.status, r.body, r.header.Get("Retry-After"))
+	}
+	// Another IP is not affected, until the email's own limit (5) is hit.
+	for i, ip := range []string{"10.0.0.2", "10.0.0.3"} {
+		if r := signIn(ip, "A@example.com"); r.status != 401 {
+			t.Fatalf("email attempt %d from %s: got %d, want 401", i+4, ip, r.status)
+		}
+	}
+	if r := signIn("10.0.0.4", "a@example.com"); r.status != 429 {
+		t.Fatalf("6th attempt on one email from a new IP: got %d %s, want 429", r.status, r.body)
+	}
+	// Buckets refill with time.
+	e.clock.Add(time.Minute)
+	if r := signIn("10.0.0.1", "a@example.com"); r.status != 401 {
+		t.Fatalf("after a minute: got %d, want 401", r.status)
+	}
+	// Sign-up per IP, and nothing is created once limited.
+	for i := range 2 {
+		r := e.postJSON("/api/auth/sign-up/email", map[string]any{"name": "N", "email": fmt.Sprintf("n%d@example.com", i), "password": pw}, "X-Test-Client", "10.9.9.9")
+		if r.status != 200 {
+			t.Fatalf("sign-up %d: %d %s", i, r.status, r.body)
+		}
+	}
+	users := e.count("user")
+	if r := e.postJSON("/api/auth/sign-up/email", map[string]any{"name": "N", "email": "n9@example.com", "password": pw}, "X-Test-Client", "10.9.9.9"); r.status != 429 {
+		t.Fatalf("3rd sign-up: got %d, want 429", r.status)
+	}
+	if e.count("user") != users {
+		t.Error("a rate-limited sign-up created a user")
+	}
+}

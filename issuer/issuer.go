@@ -49,6 +49,13 @@ type Options struct {
 	// PasswordHashConcurrency bounds simultaneous scrypt computations.
 	// Zero: GOMAXPROCS.
 	PasswordHashConcurrency int
+	// SignInPerIP, SignInPerEmail and SignUpPerIP limit attempts with token
+	// buckets (429 with Retry-After beyond). Zero: no limit.
+	SignInPerIP, SignInPerEmail, SignUpPerIP Rate
+	// ClientIP names the client of a request for rate limits and session
+	// records. Zero: the TCP peer address. The proxy supplies one that
+	// believes X-Forwarded-For only from trusted proxies.
+	ClientIP func(*http.Request) string
 	// PasswordCost is the scrypt cost. Zero: Better Auth's (N=16384, r=16, p=1).
 	PasswordCost ScryptParams
 	// OnNewKey is called with a newly created signing key before any JWT
@@ -83,6 +90,10 @@ type Issuer struct {
 	dummyHash  string
 	routes     map[string]map[string]handlerFunc
 	metrics    *metrics
+	clientIP   func(*http.Request) string
+	signInIP   *limiter
+	signInMail *limiter
+	signUpIP   *limiter
 }
 
 type handlerFunc func(w http.ResponseWriter, r *http.Request) *apiError
@@ -160,6 +171,13 @@ func New(ctx context.Context, o Options) (*Issuer, error) {
 		log:        o.Logger,
 		now:        o.Now,
 		metrics:    newMetrics(o.Registerer),
+		clientIP:   o.ClientIP,
+		signInIP:   newLimiter(o.SignInPerIP, o.Now),
+		signInMail: newLimiter(o.SignInPerEmail, o.Now),
+		signUpIP:   newLimiter(o.SignUpPerIP, o.Now),
+	}
+	if iss.clientIP == nil {
+		iss.clientIP = peerIP
 	}
 	iss.keys = &keyring{
 		store: o.Store, secret: o.Secret, jwtTTL: o.JWTTTL, now: o.Now, log: o.Logger,
@@ -230,8 +248,16 @@ func (iss *Issuer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	switch sub {
 	case "/sign-in/email":
+		if apiErr == errRateLimited {
+			iss.metrics.signins.WithLabelValues("rate_limited").Inc()
+			break
+		}
 		iss.metrics.signins.WithLabelValues(result(apiErr)).Inc()
 	case "/sign-up/email":
+		if apiErr == errRateLimited {
+			iss.metrics.signups.WithLabelValues("rate_limited").Inc()
+			break
+		}
 		iss.metrics.signups.WithLabelValues(result(apiErr)).Inc()
 	}
 	if apiErr != nil {

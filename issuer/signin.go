@@ -17,6 +17,9 @@ const shortSessionTTL = 24 * time.Hour
 // signIn checks email and password and starts a cookie session. It returns
 // no JWT: the client calls get-session next (contract §3).
 func (iss *Issuer) signIn(w http.ResponseWriter, r *http.Request) *apiError {
+	if ok, wait := iss.signInIP.allow(iss.clientIP(r)); !ok {
+		return tooMany(w, wait)
+	}
 	f, apiErr := readFields(w, r, iss.bodyBytes, true)
 	if apiErr != nil {
 		return apiErr
@@ -30,6 +33,11 @@ func (iss *Issuer) signIn(w http.ResponseWriter, r *http.Request) *apiError {
 	}
 	if !validEmail(email) {
 		return errInvalidEmail
+	}
+	// Per email, whoever asks: slows guessing one account's password from
+	// many addresses. Checked before any hashing.
+	if ok, wait := iss.signInMail.allow(strings.ToLower(email)); !ok {
+		return tooMany(w, wait)
 	}
 	// Refused before hashing: a megabyte password must not buy scrypt time.
 	if apiErr := iss.checkPasswordLength(password); apiErr == errPasswordTooLong {

@@ -12,6 +12,9 @@ const maxNameBytes = 256 // keeps every user's JWT well under 4 KiB
 
 // signUp creates the user, its credential and a first session.
 func (iss *Issuer) signUp(w http.ResponseWriter, r *http.Request) *apiError {
+	if ok, wait := iss.signUpIP.allow(iss.clientIP(r)); !ok {
+		return tooMany(w, wait)
+	}
 	f, apiErr := readFields(w, r, iss.bodyBytes, true)
 	if apiErr != nil {
 		return apiErr
@@ -104,7 +107,7 @@ func (iss *Issuer) newSession(r *http.Request, userID string, remember bool) (Se
 	return Session{
 		ID: id, Token: token, UserID: userID,
 		ExpiresAt: now.Add(ttl), CreatedAt: now, UpdatedAt: now,
-		IPAddress: clientIP(r), UserAgent: truncate(r.UserAgent(), 512),
+		IPAddress: iss.clientIP(r), UserAgent: truncate(r.UserAgent(), 512),
 		Remember: remember,
 	}, nil
 }
@@ -119,9 +122,9 @@ func (iss *Issuer) setSessionCookie(w http.ResponseWriter, s Session) {
 	iss.cookies.set(w, s.Token, maxAge)
 }
 
-// clientIP is the peer address. The sidecar is the edge: X-Forwarded-For
-// from the client is not evidence of anything.
-func clientIP(r *http.Request) string {
+// peerIP is the TCP peer's address: without trusted proxies configured,
+// X-Forwarded-For from the client is not evidence of anything.
+func peerIP(r *http.Request) string {
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {
 		return r.RemoteAddr

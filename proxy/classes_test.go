@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/authsidecar/authsidecar/proxy"
 )
 
 // TestRouteClasses drives every class end to end and asserts, inside the
@@ -399,5 +401,45 @@ func TestDatabaseLocked(t *testing.T) {
 	}
 	if r := s.do("GET", "/api/tasks", nil, bearer(jwt)...); r.status != 200 {
 		t.Fatalf("business while locked: got %d, want 200", r.status)
+	}
+}
+
+// TestForwardedHeadersAndHosts: X-Forwarded-* from an untrusted client are
+// replaced; from a trusted proxy they are extended. A Host outside the
+// allowed list is refused before anything else.
+func TestForwardedHeadersAndHosts(t *testing.T) {
+	trusted, _ := proxy.ParsePrefixes([]string{"127.0.0.1"})
+	s := newStack(t, func(o *proxy.Options) {
+		o.TrustedProxies = trusted
+		o.AllowedHosts = []string{"127.0.0.1"}
+	})
+	r := s.do("GET", "/page", nil, "X-Forwarded-For", "198.51.100.7", "X-Forwarded-Proto", "https", "X-Forwarded-Host", "app.example.com")
+	if r.status != 200 {
+		t.Fatalf("got %d %s", r.status, r.body)
+	}
+	h := s.up.take()[0].Header
+	if got := h.Get("X-Forwarded-For"); got != "198.51.100.7, 127.0.0.1" {
+		t.Errorf("trusted peer: got X-Forwarded-For %q, want the chain extended", got)
+	}
+	if h.Get("X-Forwarded-Proto") != "https" || h.Get("X-Forwarded-Host") != "app.example.com" {
+		t.Errorf("trusted peer: got proto %q host %q, want them kept", h.Get("X-Forwarded-Proto"), h.Get("X-Forwarded-Host"))
+	}
+
+	untrusted := newStack(t)
+	untrusted.do("GET", "/page", nil, "X-Forwarded-For", "198.51.100.7", "X-Forwarded-Proto", "https", "X-Forwarded-Host", "evil.example")
+	h = untrusted.up.take()[0].Header
+	if h.Get("X-Forwarded-For") != "127.0.0.1" || h.Get("X-Forwarded-Proto") != "http" || h.Get("X-Forwarded-Host") == "evil.example" {
+		t.Errorf("untrusted peer: got %v, want X-Forwarded-* replaced", h)
+	}
+
+	req, _ := http.NewRequest("GET", s.srv.URL+"/page", nil)
+	req.Host = "evil.example"
+	res, err := s.srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != 400 || len(s.up.take()) != 0 {
+		t.Fatalf("Host evil.example: got %d, want 400 and nothing forwarded", res.StatusCode)
 	}
 }

@@ -52,10 +52,30 @@ func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 		out.URL.RawQuery = withoutToken(out.URL.RawQuery)
 	}
 	out.Host = ""
-	pr.SetXForwarded()
+	p.setForwarded(pr)
 	p.strip.apply(out.Header)
 	if info.UserID != "" {
 		out.Header.Set(p.o.IdentityHeader, info.UserID)
+	}
+}
+
+// setForwarded sets X-Forwarded-For/Host/Proto. From an untrusted peer the
+// client's own values were already dropped (ReverseProxy removes them
+// before Rewrite) and fresh ones are set; behind a trusted proxy its
+// values are kept and the peer is appended to the chain.
+func (p *Proxy) setForwarded(pr *httputil.ProxyRequest) {
+	if !trustedProxies(p.o.TrustedProxies).peerTrusted(pr.In) {
+		pr.SetXForwarded()
+		return
+	}
+	if prior := pr.In.Header.Values("X-Forwarded-For"); len(prior) > 0 {
+		pr.Out.Header["X-Forwarded-For"] = append([]string(nil), prior...)
+	}
+	pr.SetXForwarded() // appends the peer to the chain copied above
+	for _, h := range []string{"X-Forwarded-Host", "X-Forwarded-Proto"} {
+		if v := pr.In.Header.Get(h); v != "" {
+			pr.Out.Header.Set(h, v)
+		}
 	}
 }
 

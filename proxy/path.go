@@ -46,6 +46,10 @@ func canonicalPath(requestURI string) (string, error) {
 			case apiOnly != "":
 			case d == ',' || d == '=':
 				apiOnly = "encoded , or = in an /api path"
+			case d == '%':
+				// A decoded "%" would be decoded again by an upstream
+				// that unescapes twice: %255c becomes a backslash.
+				apiOnly = "encoded % in an /api path"
 			case d >= 0x80:
 				apiOnly = "non-ASCII in an /api path"
 			case isUnreserved(d):

@@ -44,7 +44,7 @@ func TestCanonicalPath(t *testing.T) {
 		"/api/caf\xc3\xa9", "/caf\xc3\xa9", "/api/caf%C3%A9", "/api/%c0%ae%c0%ae/admin",
 		"/%61pi/admin", "/api/%61dmin", "/api/admin%2D", "/api/x%7E",
 		"/api/%zz", "/api/%4", "/api/%",
-		"/api/%3F", "/x%3f",
+		"/api/%3F", "/x%3f", "/api/%255c/admin", "/api/%2525",
 	}
 	for _, target := range bad {
 		t.Run("bad "+target, func(t *testing.T) {

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httputil"
+	"net/netip"
 	"net/url"
 	"strings"
 	"time"
@@ -64,6 +65,13 @@ type Options struct {
 	// Transport sends requests upstream. Zero: a tuned clone of
 	// http.DefaultTransport.
 	Transport http.RoundTripper
+	// TrustedProxies may send X-Forwarded-For/Host/Proto, which are then
+	// extended instead of replaced. Zero: none (the client's own are
+	// replaced).
+	TrustedProxies []netip.Prefix
+	// AllowedHosts are the Host header values accepted (an entry without a
+	// port admits any port). Zero: any host.
+	AllowedHosts []string
 	// Metrics, when set, counts upstream errors. Zero: not counted.
 	Metrics *Metrics
 	// Logger; zero: slog.Default().
@@ -134,6 +142,11 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	info := Info(r.Context())
 	if info == nil {
 		r, info = WithInfo(r)
+	}
+	if !hostAllowed(p.o.AllowedHosts, r.Host) {
+		info.Class, info.Reason = ClassRejected, ReasonBadHost
+		writeError(w, http.StatusBadRequest, "BAD_HOST", "Host not allowed")
+		return
 	}
 	path, err := canonicalPath(r.RequestURI)
 	if err == nil {

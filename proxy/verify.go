@@ -5,9 +5,12 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/authsidecar/authsidecar/internal/strictjson"
 )
 
 // Claims is what a verified token tells the proxy: who, and until when.
@@ -39,6 +42,7 @@ const (
 	ReasonForbiddenRole = "forbidden_role"
 	ReasonBadPath       = "bad_path"
 	ReasonBadUpgrade    = "bad_upgrade"
+	ReasonBadHost       = "bad_host"
 	ReasonUnavailable   = "unavailable"
 )
 
@@ -141,14 +145,24 @@ func precheck(token string) (jwsHeader, error) {
 	}
 	// Strict decoding refuses non-zero trailing bits, so one signature has
 	// exactly one encoding.
-	for _, seg := range []string{paySeg, sigSeg} {
-		if _, err := strictB64.DecodeString(seg); err != nil {
-			return h, authErr(ReasonMalformed, errors.New("token part is not canonical base64url"))
-		}
+	payload, err := strictB64.DecodeString(paySeg)
+	if err != nil {
+		return h, authErr(ReasonMalformed, errors.New("payload is not canonical base64url"))
+	}
+	if _, err := strictB64.DecodeString(sigSeg); err != nil {
+		return h, authErr(ReasonMalformed, errors.New("signature is not canonical base64url"))
+	}
+	// jwx would take the last of two "sub" members; another reader of the
+	// same token might take the first.
+	if err := strictjson.CheckDuplicates(payload); err != nil {
+		return h, authErr(ReasonMalformed, fmt.Errorf("payload: %w", err))
 	}
 	raw, err := strictB64.DecodeString(hdrSeg)
 	if err != nil {
 		return h, authErr(ReasonMalformed, errors.New("header is not canonical base64url"))
+	}
+	if err := strictjson.CheckDuplicates(raw); err != nil {
+		return h, authErr(ReasonMalformed, fmt.Errorf("header: %w", err))
 	}
 	if err := json.Unmarshal(raw, &h); err != nil {
 		return h, authErr(ReasonMalformed, errors.New("header is not a JSON object"))

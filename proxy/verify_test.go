@@ -8,6 +8,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -53,6 +54,12 @@ func (s *staticKeys) readCount() int {
 }
 
 var b64 = base64.RawURLEncoding
+
+// signRaw signs exact header and payload bytes.
+func signRaw(priv ed25519.PrivateKey, header, payload string) string {
+	in := b64.EncodeToString([]byte(header)) + "." + b64.EncodeToString([]byte(payload))
+	return in + "." + b64.EncodeToString(ed25519.Sign(priv, []byte(in)))
+}
 
 // sign makes a compact JWS from raw header and claims maps.
 func sign(priv ed25519.PrivateKey, header, claims map[string]any) string {
@@ -130,6 +137,9 @@ func TestVerifierRefuses(t *testing.T) {
 		{"signature cut", parts[0] + "." + parts[1] + "." + parts[2][:len(parts[2])-2], proxy.ReasonBadSignature},
 		{"signature trailing bits changed", parts[0] + "." + parts[1] + "." + flipLast(parts[2]), proxy.ReasonMalformed},
 		{"empty", "", proxy.ReasonMalformed},
+		{"duplicate header member", signRaw(priv, `{"alg":"EdDSA","kid":"k2","kid":"k1"}`, fmt.Sprintf(`{"sub":"user-1","iat":%d,"exp":%d,"iss":%q,"aud":%q}`, now.Unix(), now.Add(time.Hour).Unix(), origin, origin)), proxy.ReasonMalformed},
+		{"duplicate sub", signRaw(priv, `{"alg":"EdDSA","kid":"k1"}`, fmt.Sprintf(`{"sub":"admin","sub":"user-1","iat":%d,"exp":%d,"iss":%q,"aud":%q}`, now.Unix(), now.Add(time.Hour).Unix(), origin, origin)), proxy.ReasonMalformed},
+		{"payload not JSON", signRaw(priv, `{"alg":"EdDSA","kid":"k1"}`, `not json`), proxy.ReasonMalformed},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

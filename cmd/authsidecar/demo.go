@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/authsidecar/authsidecar/config"
+	"github.com/authsidecar/authsidecar/webclient"
 )
 
 // cmdDemo runs the sidecar for a newcomer: a temporary database, a
@@ -36,7 +37,7 @@ func cmdDemo(ctx context.Context, e *cliEnv, args []string) error {
 	if err != nil {
 		return fmt.Errorf("demo upstream: %w", err)
 	}
-	upstream := &http.Server{Handler: http.HandlerFunc(echo), ReadHeaderTimeout: 5 * time.Second}
+	upstream := &http.Server{Handler: demoUpstream(), ReadHeaderTimeout: 5 * time.Second}
 	go upstream.Serve(upLn)
 	defer upstream.Close()
 
@@ -81,7 +82,7 @@ authsidecar demo is running on $BASE
   upstream:  a built-in echo server that answers with what it received
   metrics:   http://$METRICS/metrics  (health: /healthz, /readyz)
 
-Paste these into another shell:
+Open $BASE/ in a browser for the demo page, or paste these into another shell:
 
   S=$BASE
 
@@ -105,6 +106,17 @@ Paste these into another shell:
 
 Press Ctrl-C to stop.
 `)
+}
+
+// demoUpstream is the demo's app: the demo page at GET / (served through
+// the sidecar, so the page and /api/auth are one origin), a WebSocket echo
+// under /ws/, and the JSON echo for everything else.
+func demoUpstream() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /{$}", webclient.DemoPage())
+	mux.Handle("/ws/", webclient.EchoWebSocket())
+	mux.HandleFunc("/", echo)
+	return mux
 }
 
 // echo is the demo upstream: it answers with the request it received.

@@ -170,6 +170,14 @@ func TestServeEndToEnd(t *testing.T) {
 	if res, _ := s.do(t, "GET", "/api/tasks", ""); res.StatusCode != 401 {
 		t.Fatalf("business request without token: got %d, want 401", res.StatusCode)
 	}
+	// The WebSocket route takes the token in the query: it must reach
+	// neither the upstream nor the access log.
+	if res, body := s.do(t, "GET", "/ws/chat?room=1&token="+jwt, ""); res.StatusCode != 200 || bytes.Contains(body, []byte("token")) {
+		t.Fatalf("websocket route with ?token=: got %d %s", res.StatusCode, body)
+	}
+	if !strings.Contains(s.stderr.String(), `"msg":"request"`) || !strings.Contains(s.stderr.String(), `"class":"business"`) {
+		t.Errorf("no access-log line with a class:\n%s", s.stderr.String())
+	}
 	if err := s.stop(); err != nil {
 		t.Fatalf("serve returned %v on shutdown", err)
 	}

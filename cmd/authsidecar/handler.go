@@ -13,6 +13,7 @@ import (
 	"github.com/authsidecar/authsidecar/issuer"
 	"github.com/authsidecar/authsidecar/proxy"
 	"github.com/authsidecar/authsidecar/sqlite"
+	"github.com/authsidecar/authsidecar/webclient"
 )
 
 // stack is the wired request path: the issuer behind /api/auth, the key
@@ -51,8 +52,14 @@ func buildStack(ctx context.Context, cfg config.Config, secret config.Secret, db
 		Logger:    log,
 	})
 	proxy.RegisterKeyCache(reg, keys)
+	trusted, err := proxy.ParsePrefixes(cfg.Proxy.TrustedProxies)
+	if err != nil {
+		return nil, fmt.Errorf("proxy.trusted_proxies: %w", err)
+	}
+	clientIP := proxy.ClientIP(trusted)
 	opts := issuerOptions(cfg, secret, db, log)
 	opts.Registerer = reg
+	opts.ClientIP = clientIP
 	// A key the issuer creates reaches the verifier before any JWT it signs.
 	opts.OnNewKey = func(k issuer.PublicKey) { keys.Add(proxy.Key{KID: k.KID, Public: k.Key}) }
 	iss, err := issuer.New(ctx, opts)
@@ -82,9 +89,14 @@ func buildStack(ctx context.Context, cfg config.Config, secret config.Secret, db
 		Leeway:     cfg.Auth.Leeway.D(),
 		Registerer: reg,
 	})
+	// The browser client is served beside the issuer at exactly
+	// webclient.ClientPath; every other /api/auth path is the issuer's.
+	auth := http.NewServeMux()
+	auth.Handle("GET "+webclient.ClientPath, webclient.ClientJS())
+	auth.Handle("/", iss)
 	p, err := proxy.New(proxy.Options{
 		Upstream:              upstream,
-		Auth:                  iss,
+		Auth:                  auth,
 		Verifier:              verifier,
 		Sessions:              iss,
 		Roles:                 db,
@@ -98,6 +110,8 @@ func buildStack(ctx context.Context, cfg config.Config, secret config.Secret, db
 		CORSAllowCredentials:  cfg.CORS.AllowCredentials,
 		CORSMaxAge:            cfg.CORS.MaxAge.D(),
 		ResponseHeaderTimeout: cfg.Proxy.ResponseHeaderTimeout.D(),
+		TrustedProxies:        trusted,
+		AllowedHosts:          cfg.Proxy.AllowedHosts,
 		Metrics:               metrics,
 		Logger:                log,
 	})

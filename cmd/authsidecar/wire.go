@@ -69,6 +69,9 @@ func issuerOptions(cfg config.Config, secret config.Secret, store issuer.Store, 
 		MaxPasswordLength:       cfg.Auth.MaxPasswordLength,
 		BodyBytes:               cfg.Limits.BodyBytes,
 		PasswordHashConcurrency: cfg.Limits.PasswordHashConcurrency,
+		SignInPerIP:             issuer.Rate(cfg.Limits.SigninPerIP),
+		SignInPerEmail:          issuer.Rate(cfg.Limits.SigninPerEmail),
+		SignUpPerIP:             issuer.Rate(cfg.Limits.SignupPerIP),
 		Logger:                  log,
 	}
 }

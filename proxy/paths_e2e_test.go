@@ -1,0 +1,193 @@
+package proxy_test
+
+import (
+	"bufio"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+)
+
+// rawRequest writes a request line and headers on a raw TCP connection, so
+// nothing on the client side cleans the target, and returns the status.
+func rawRequest(t *testing.T, addr, target string, headers ...string) int {
+	t.Helper()
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(10 * time.Second))
+	var b strings.Builder
+	fmt.Fprintf(&b, "GET %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n", target, addr)
+	for i := 0; i+1 < len(headers); i += 2 {
+		fmt.Fprintf(&b, "%s: %s\r\n", headers[i], headers[i+1])
+	}
+	b.WriteString("\r\n")
+	conn.Write([]byte(b.String()))
+	res, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatalf("%q: %v", target, err)
+	}
+	res.Body.Close()
+	return res.StatusCode
+}
+
+// TestPathAttacks sends request-targets that try to make the proxy and the
+// upstream disagree about the path, and checks for each the status and
+// what (if anything) the upstream received.
+func TestPathAttacks(t *testing.T) {
+	s := newStack(t)
+	_, _, jwt := s.user("path@example.com")
+	addr := strings.TrimPrefix(s.srv.URL, "http://")
+	refused := ""
+	tests := []struct {
+		target string
+		status int
+		path   string // what the upstream must see; refused = nothing
+	}{
+		// Dot segments, raw and encoded, before and inside /api/admin.
+		{"/api/../api/admin/x", 400, refused},
+		{"/api/./admin/x", 400, refused},
+		{"/api/tasks/../admin/x", 400, refused},
+		{"/api/tasks/..", 400, refused},
+		{"/api/%2e%2e/admin/x", 400, refused},
+		{"/api/%2E%2E/admin/x", 400, refused},
+		{"/api/.%2e/admin/x", 400, refused},
+		{"/api/%2e./admin/x", 400, refused},
+		{"/api/%2e/admin/x", 400, refused},
+		{"/api/tasks/%2e%2e/%2e%2e/admin/x", 400, refused},
+		{"/x/../api/admin/x", 400, refused},
+		{"/%2e%2e/api/admin/x", 400, refused},
+		// Overlong UTF-8 and fullwidth look-alikes of dot and slash.
+		{"/api/%c0%ae%c0%ae/admin/x", 400, refused},
+		{"/api/%c0%afadmin/x", 400, refused},
+		{"/api/%e0%80%ae%e0%80%ae/admin", 400, refused},
+		{"/api/%ef%bc%8e%ef%bc%8e/admin", 400, refused},
+		{"/api/tasks%ef%bc%8fadmin", 400, refused},
+		{"/api/\xef\xbc\x8e\xef\xbc\x8e/admin", 400, refused},
+		// Slashes: doubled, encoded, backslashes.
+		{"//api/admin/x", 400, refused},
+		{"/api//admin/x", 400, refused},
+		{"/api/admin//x", 400, refused},
+		{"/api%2fadmin/x", 400, refused},
+		{"/api%2Fadmin/x", 400, refused},
+		{"/api/admin%2fx", 400, refused},
+		{"/api%5cadmin/x", 400, refused},
+		{"/api%5Cadmin/x", 400, refused},
+		{"/api\\admin\\x", 400, refused},
+		{"/api/%255c/admin", 400, refused},
+		// Semicolons (path parameters) before and inside the admin prefix.
+		{"/api;/admin/x", 400, refused},
+		{"/api/admin;/x", 400, refused},
+		{"/api/admin;jsessionid=1/x", 400, refused},
+		{"/api%3b/admin/x", 400, refused},
+		{"/api/admin%3B/x", 400, refused},
+		{"/api/tasks;x=../admin", 400, refused},
+		// Other encodings that split routers.
+		{"/api/a%2Cb", 400, refused},
+		{"/api/a%3Db", 400, refused},
+		{"/api/tasks%23frag", 400, refused},
+		{"/api/tasks%3Fq=1", 400, refused},
+		{"/api/tasks%00", 400, refused},
+		{"/api/tasks%00.json", 400, refused},
+		{"/api/tasks%0d%0aX-Injected:%201", 400, refused},
+		{"/api/tasks%09", 400, refused},
+		{"/api/t%61sks", 400, refused},
+		{"/%61pi/admin/x", 400, refused},
+		{"/api/%41dmin/x", 400, refused},
+		{"/api/caf%C3%A9", 400, refused},
+		{"/api/tasks%", 400, refused},
+		{"/api/tasks%zz", 400, refused},
+		// Case variants of every configured prefix.
+		{"/API/tasks", 400, refused},
+		{"/Api/admin/x", 400, refused},
+		{"/api/ADMIN/x", 400, refused},
+		{"/api/Admin", 400, refused},
+		{"/api/AUTH/get-session", 400, refused},
+		{"/api/auth/../admin", 400, refused},
+		{"/api/MCP-OAUTH/authorize", 400, refused},
+		{"/WS/chat", 400, refused},
+		{"/ws/BROWSER", 400, refused},
+		// Absolute-form, opaque and odd targets.
+		{"http://evil.example/api/admin/x", 400, refused},
+		{"http://" + addr + "/api/tasks", 400, refused},
+		{"https:/api/admin", 400, refused},
+		{"*", 400, refused},
+		// Prefixes without their trailing slash, and near misses.
+		{"/api/admin", 403, refused},
+		{"/api/admin/", 403, refused},
+		{"/api/administrator", 200, "/api/administrator"},
+		{"/api/adminx/y", 200, "/api/adminx/y"},
+		{"/api", 200, "/api"},
+		{"/api/", 200, "/api/"},
+		{"/apix", 200, "/apix"},
+		// Legitimate paths go through exactly as classified.
+		{"/api/tasks", 200, "/api/tasks"},
+		{"/api/tasks/", 200, "/api/tasks/"},
+		{"/api/tasks?x=%2e%2e&y=..%2f", 200, "/api/tasks"},
+		{"/api/a-b_c.d~e", 200, "/api/a-b_c.d~e"},
+		{"/page%20one", 200, "/page one"},
+		{"/static/caf%C3%A9.png", 200, "/static/café.png"},
+	}
+	if len(tests) < 60 {
+		t.Fatalf("only %d targets", len(tests))
+	}
+	for _, tt := range tests {
+		t.Run(tt.target, func(t *testing.T) {
+			s.up.take()
+			status := rawRequest(t, addr, tt.target, "Authorization", "Bearer "+jwt)
+			if status != tt.status {
+				t.Fatalf("got %d, want %d", status, tt.status)
+			}
+			got := s.up.take()
+			if tt.path == refused {
+				if len(got) != 0 {
+					t.Fatalf("upstream received %q", got[0].Path)
+				}
+				return
+			}
+			if len(got) != 1 || got[0].Path != tt.path {
+				t.Fatalf("upstream received %+v, want exactly %q", got, tt.path)
+			}
+		})
+	}
+}
+
+// TestHostTricks: whatever Host a client sends, the request goes to the
+// configured upstream and, with allowed_hosts set, an unknown Host is
+// refused.
+func TestHostTricks(t *testing.T) {
+	s := newStack(t)
+	_, _, jwt := s.user("host@example.com")
+	addr := strings.TrimPrefix(s.srv.URL, "http://")
+	up, _ := url.Parse(s.up.URL)
+	for _, host := range []string{"evil.example", "localhost", "127.0.0.1:1", "[::1]"} {
+		conn, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(conn, "GET /api/tasks HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nConnection: close\r\n\r\n", host, jwt)
+		res, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		conn.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		got := s.up.take()
+		if res.StatusCode != 200 || len(got) != 1 || got[0].Header.Get("X-Forwarded-Host") != host {
+			t.Errorf("Host %q: got %d %+v", host, res.StatusCode, got)
+		}
+		_ = up
+	}
+	// Two Host headers are refused by net/http itself (400, plain text).
+	if status := rawRequest(t, addr, "/api/tasks", "Host", "evil.example", "Authorization", "Bearer "+jwt); status != 400 {
+		t.Errorf("duplicate Host: got %d, want 400", status)
+	}
+	if len(s.up.take()) != 0 {
+		t.Error("a request with two Host headers reached the upstream")
+	}
+}

@@ -1,0 +1,94 @@
+// Types for authclient.js, the browser client authsidecar serves at
+// GET /api/auth/client.js.
+
+/** The user as the sidecar returns it (Better Auth's shape). */
+export interface User {
+  id: string;
+  name: string;
+  email: string;
+  emailVerified: boolean;
+  image?: string | null;
+  createdAt: string;
+  updatedAt: string;
+}
+
+/** The cookie session behind the JWT. */
+export interface Session {
+  id: string;
+  /** The cookie session's own token (not the JWT). */
+  token: string;
+  userId: string;
+  expiresAt: string;
+  createdAt: string;
+  updatedAt: string;
+  ipAddress: string;
+  userAgent: string;
+}
+
+/** What signUp, signIn and getSession resolve to. */
+export interface SessionResult {
+  session: Session;
+  user: User;
+  /** The JWT from the set-auth-jwt header, also stored in localStorage "authToken". */
+  token: string | null;
+}
+
+/** Rejections carry the sidecar's JSON error {message, code} and the HTTP status. */
+export declare class AuthError extends Error {
+  name: "AuthError";
+  /** HTTP status; 0 when no response could be read (network error or CORS refusal). */
+  status: number;
+  /**
+   * The sidecar's code ("INVALID_EMAIL_OR_PASSWORD", "USER_ALREADY_EXISTS_USE_ANOTHER_EMAIL",
+   * "INVALID_ORIGIN", ...), or "NETWORK_ERROR", "NO_JWT" (signed in but set-auth-jwt was not
+   * readable: the page's origin is missing from auth.trusted_origins), "HTTP_<status>".
+   */
+  code: string;
+}
+
+/** The part of the Web Storage API the client uses. */
+export interface TokenStorage {
+  getItem(key: string): string | null;
+  setItem(key: string, value: string): void;
+  removeItem(key: string): void;
+}
+
+export interface AuthClientOptions {
+  /** The sidecar's origin, e.g. "https://app.example.com". Default: location.origin. */
+  baseURL?: string;
+  /**
+   * Called when a request made with client.fetch stays 401 after one retry with a fresh
+   * get-session (or the cookie session is gone): send the user to the login page.
+   */
+  onUnauthorized?: (response: Response) => void;
+  /** Where "authToken" is kept. Default: localStorage. */
+  storage?: TokenStorage;
+  /** The fetch to use. Default: globalThis.fetch. */
+  fetch?: typeof fetch;
+  /** The WebSocket constructor to use. Default: globalThis.WebSocket. */
+  WebSocket?: typeof WebSocket;
+}
+
+export interface AuthClient {
+  /** Creates the account, then awaits get-session: the JWT is stored when this resolves. */
+  signUp(input: { name: string; email: string; password: string }): Promise<SessionResult>;
+  /** Signs in (cookie), then awaits get-session: the JWT is stored when this resolves. */
+  signIn(input: { email: string; password: string }): Promise<SessionResult>;
+  /** Ends the cookie session and removes localStorage "authToken" (even if the request fails). */
+  signOut(): Promise<void>;
+  /** Fetches a fresh JWT with the cookie and stores it; null without a live session. */
+  getSession(): Promise<SessionResult | null>;
+  /**
+   * fetch(baseURL + path) with Authorization: Bearer <token>. On a 401 it retries once after
+   * a fresh get-session, else calls onUnauthorized; it resolves with the Response either way.
+   * path must start with "/". A ReadableStream body cannot be sent twice: use a string,
+   * Blob or FormData when the retry matters.
+   */
+  fetch(path: string, init?: RequestInit): Promise<Response>;
+  /** new WebSocket to baseURL + path (ws:, or wss: when baseURL is https) with ?token=<JWT>. */
+  webSocket(path: string, protocols?: string | string[]): WebSocket;
+  /** The stored JWT, or null. */
+  token(): string | null;
+}
+
+export declare function createAuthClient(options?: AuthClientOptions): AuthClient;
