@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -69,19 +70,17 @@ func sign(priv ed25519.PrivateKey, header, claims map[string]any) string {
 	return in + "." + b64.EncodeToString(ed25519.Sign(priv, []byte(in)))
 }
 
-func TestVerifierRefuses(t *testing.T) {
-	pub, priv, _ := ed25519.GenerateKey(nil)
-	_, otherPriv, _ := ed25519.GenerateKey(nil)
-	now := time.Unix(1_800_000_000, 0)
-	src := &staticKeys{keys: []proxy.Key{{KID: "k1", Public: pub}}}
-	kc := proxy.NewKeyCache(proxy.KeyCacheOptions{Source: src, Now: func() time.Time { return now }})
-	if err := kc.Load(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	v := proxy.NewJWTVerifier(proxy.JWTVerifierOptions{
-		Keys: kc, Issuer: origin, Audience: origin, Leeway: 30 * time.Second,
-		MaxTTL: 30 * 24 * time.Hour, Now: func() time.Time { return now },
-	})
+// hostileToken is a token that must be refused, and why.
+type hostileToken struct {
+	name   string
+	token  string
+	reason string
+}
+
+// hostileTokens builds the refusal table: tokens signed with priv under
+// kid "k1" (pub), or with otherPriv, at time now. It also returns a good
+// token, to prove the setup accepts something.
+func hostileTokens(priv, otherPriv ed25519.PrivateKey, pub ed25519.PublicKey, now time.Time) (good string, tests []hostileToken) {
 	hdr := func() map[string]any { return map[string]any{"alg": "EdDSA", "kid": "k1", "typ": "JWT"} }
 	claims := func() map[string]any {
 		return map[string]any{"sub": "user-1", "iat": now.Unix(), "exp": now.Add(time.Hour).Unix(), "iss": origin, "aud": origin}
@@ -94,20 +93,12 @@ func TestVerifierRefuses(t *testing.T) {
 		}
 		return m
 	}
-	good := sign(priv, hdr(), claims())
-	if c, err := v.Verify(context.Background(), good); err != nil || c.Subject != "user-1" {
-		t.Fatalf("good token: got %+v %v", c, err)
-	}
+	good = sign(priv, hdr(), claims())
 	parts := strings.Split(good, ".")
 	hs := hmac.New(sha256.New, pub)
 	hsHeader := b64.EncodeToString([]byte(`{"alg":"HS256","kid":"k1","typ":"JWT"}`))
 	hs.Write([]byte(hsHeader + "." + parts[1]))
-
-	tests := []struct {
-		name   string
-		token  string
-		reason string
-	}{
+	tests = []hostileToken{
 		{"alg none", b64.EncodeToString([]byte(`{"alg":"none","kid":"k1"}`)) + "." + parts[1] + ".", proxy.ReasonMalformed},
 		{"alg none with signature", b64.EncodeToString([]byte(`{"alg":"none","kid":"k1"}`)) + "." + parts[1] + "." + parts[2], proxy.ReasonMalformed},
 		{"HS256 with the public key", hsHeader + "." + parts[1] + "." + b64.EncodeToString(hs.Sum(nil)), proxy.ReasonMalformed},
@@ -141,6 +132,26 @@ func TestVerifierRefuses(t *testing.T) {
 		{"duplicate sub", signRaw(priv, `{"alg":"EdDSA","kid":"k1"}`, fmt.Sprintf(`{"sub":"admin","sub":"user-1","iat":%d,"exp":%d,"iss":%q,"aud":%q}`, now.Unix(), now.Add(time.Hour).Unix(), origin, origin)), proxy.ReasonMalformed},
 		{"payload not JSON", signRaw(priv, `{"alg":"EdDSA","kid":"k1"}`, `not json`), proxy.ReasonMalformed},
 	}
+	return good, tests
+}
+
+func TestVerifierRefuses(t *testing.T) {
+	pub, priv, _ := ed25519.GenerateKey(nil)
+	_, otherPriv, _ := ed25519.GenerateKey(nil)
+	now := time.Unix(1_800_000_000, 0)
+	src := &staticKeys{keys: []proxy.Key{{KID: "k1", Public: pub}}}
+	kc := proxy.NewKeyCache(proxy.KeyCacheOptions{Source: src, Now: func() time.Time { return now }})
+	if err := kc.Load(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	v := proxy.NewJWTVerifier(proxy.JWTVerifierOptions{
+		Keys: kc, Issuer: origin, Audience: origin, Leeway: 30 * time.Second,
+		MaxTTL: 30 * 24 * time.Hour, Now: func() time.Time { return now },
+	})
+	good, tests := hostileTokens(priv, otherPriv, pub, now)
+	if c, err := v.Verify(context.Background(), good); err != nil || c.Subject != "user-1" {
+		t.Fatalf("good token: got %+v %v", c, err)
+	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c, err := v.Verify(context.Background(), tt.token)
@@ -154,7 +165,8 @@ func TestVerifierRefuses(t *testing.T) {
 		})
 	}
 	// Within leeway is accepted.
-	skewed := sign(priv, hdr(), with(claims(), "iat", now.Add(20*time.Second).Unix()))
+	skewed := sign(priv, map[string]any{"alg": "EdDSA", "kid": "k1"}, map[string]any{
+		"sub": "user-1", "iat": now.Add(20 * time.Second).Unix(), "exp": now.Add(time.Hour).Unix(), "iss": origin, "aud": origin})
 	if _, err := v.Verify(context.Background(), skewed); err != nil {
 		t.Errorf("iat 20s ahead (leeway 30s): got %v, want accepted", err)
 	}
@@ -261,4 +273,35 @@ func flipLast(s string) string {
 	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
 	i := strings.IndexByte(alphabet, s[len(s)-1])
 	return s[:len(s)-1] + string(alphabet[i^1])
+}
+
+// TestHostileTokensEndToEnd sends every refused token through the running
+// proxy: each gets 401 JSON and the upstream receives nothing.
+func TestHostileTokensEndToEnd(t *testing.T) {
+	s := newStack(t)
+	pub, priv, _ := ed25519.GenerateKey(nil)
+	_, otherPriv, _ := ed25519.GenerateKey(nil)
+	s.keys.Add(proxy.Key{KID: "k1", Public: pub})
+	good, tests := hostileTokens(priv, otherPriv, pub, s.clock.Now())
+	if r := s.do("GET", "/api/tasks", nil, bearer(good)...); r.status != 200 {
+		t.Fatalf("good token through the proxy: got %d %s", r.status, r.body)
+	}
+	s.up.take()
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for _, path := range []string{"/api/tasks", "/api/admin/x", "/ws/chat?token=" + url.QueryEscape(tt.token)} {
+				hdr := bearer(tt.token)
+				if strings.HasPrefix(path, "/ws/") {
+					hdr = nil
+				}
+				r := s.do("GET", path, nil, hdr...)
+				if r.status != 401 || r.header.Get("Content-Type") != "application/json" {
+					t.Errorf("%s: got %d %s, want 401 JSON", path, r.status, r.body)
+				}
+			}
+			if got := s.up.take(); len(got) != 0 {
+				t.Fatalf("upstream received %d requests", len(got))
+			}
+		})
+	}
 }
