@@ -39,7 +39,7 @@ func isPreflight(r *http.Request) bool {
 // headers decorates an actual (non-preflight) response.
 func (c *cors) headers(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()
-	h.Add("Vary", "Origin")
+	h["Vary"] = append(h["Vary"], "Origin") // canonical key already: no rework per request
 	origin := r.Header.Get("Origin")
 	if origin == "" || !c.origins[origin] {
 		return

@@ -1,12 +1,21 @@
 package proxy
 
 import (
+	"strconv"
+	"sync"
+
 	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Metrics are the request-path metrics. Labels are bounded: route classes,
 // status codes and fixed reason words, never paths or user ids.
 type Metrics struct {
+	// byClass caches the per-class children so the hot path does not hash
+	// label values: durations by class, and request counters by class and
+	// status code (filled on first use).
+	durationByClass [len(classNames)]prometheus.Observer
+	requestsByCode  [len(classNames)]sync.Map // int status -> prometheus.Counter
+
 	requests       *prometheus.CounterVec
 	duration       *prometheus.HistogramVec
 	failures       *prometheus.CounterVec
@@ -39,7 +48,24 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"trigger", "result"}),
 	}
 	reg.MustRegister(m.requests, m.duration, m.failures, m.upstreamErrors, m.inflight, m.refreshes)
+	for c := range classNames {
+		m.durationByClass[c] = m.duration.WithLabelValues(classNames[c])
+	}
 	return m
+}
+
+// observeRequest counts one finished request.
+func (m *Metrics) observeRequest(class Class, status int, seconds float64) {
+	if int(class) >= len(classNames) {
+		return
+	}
+	m.durationByClass[class].Observe(seconds)
+	codes := &m.requestsByCode[class]
+	c, ok := codes.Load(status)
+	if !ok {
+		c, _ = codes.LoadOrStore(status, m.requests.WithLabelValues(classNames[class], strconv.Itoa(status)))
+	}
+	c.(prometheus.Counter).Inc()
 }
 
 // ObserveRefresh counts a key set refresh; pass it as KeyCacheOptions.OnRefresh.

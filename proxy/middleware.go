@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"strconv"
 	"time"
 )
 
@@ -102,8 +101,7 @@ func Observe(log *slog.Logger, m *Metrics, accessLog bool) Middleware {
 			elapsed := time.Since(start)
 			class := info.Class.String()
 			if m != nil {
-				m.requests.WithLabelValues(class, strconv.Itoa(status)).Inc()
-				m.duration.WithLabelValues(class).Observe(elapsed.Seconds())
+				m.observeRequest(info.Class, status, elapsed.Seconds())
 				if info.Reason != "" {
 					m.failures.WithLabelValues(class, info.Reason).Inc()
 				}

@@ -20,6 +20,15 @@ func canonicalPath(requestURI string) (string, error) {
 		// Absolute-form (http://h/x), opaque (http:api/x), asterisk (*).
 		return "", errBadPath("request target must be an absolute path")
 	}
+	if fastCanonical(raw) {
+		return raw, nil
+	}
+	return decodeCanonical(raw)
+}
+
+// decodeCanonical is the full check: it decodes escapes and refuses every
+// ambiguous form.
+func decodeCanonical(raw string) (string, error) {
 	// Escapes that are harmless elsewhere are refused under /api; whether
 	// the path is under /api is known only once it is decoded (/%61pi).
 	var apiOnly string
@@ -130,3 +139,26 @@ func hasPrefixFold(path, p string) bool {
 	}
 	return len(path) == len(p) || path[len(p)] == '/'
 }
+
+// fastCanonical accepts, without decoding or allocating, the common path:
+// only unreserved characters, "/" and a few sub-delimiters, no escapes, no
+// empty or dot segments. Anything else takes the full check.
+func fastCanonical(raw string) bool {
+	segStart := 0
+	for i := 0; i < len(raw); i++ {
+		c := raw[i]
+		switch {
+		case c == '/':
+			if i > 0 && (i == segStart || isDotSegment(raw[segStart:i])) {
+				return false
+			}
+			segStart = i + 1
+		case isUnreserved(c), c == '!', c == '$', c == '&', c == '\'', c == '(', c == ')', c == '*', c == '+', c == ',', c == '=', c == ':', c == '@':
+		default:
+			return false
+		}
+	}
+	return !isDotSegment(raw[segStart:])
+}
+
+func isDotSegment(seg string) bool { return seg == "." || seg == ".." }

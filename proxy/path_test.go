@@ -113,6 +113,12 @@ func FuzzCanonicalPath(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, target string) {
+		raw, _, _ := strings.Cut(target, "?")
+		if fastCanonical(raw) {
+			if slow, err := decodeCanonical(raw); err != nil || slow != raw {
+				t.Fatalf("fast path accepted %q, full check says %q %v", raw, slow, err)
+			}
+		}
 		got, err := canonicalPath(target)
 		if err != nil {
 			return

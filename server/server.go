@@ -34,13 +34,20 @@ func NewTracker() *Tracker {
 	return t
 }
 
-// Middleware counts the request and ties its context to the tracker, so
-// StopAll cancels it (ReverseProxy then closes an upgraded tunnel and
-// abandons a stream).
+// Middleware counts the request. An upgrade request also gets its context
+// tied to the tracker, so StopAll cancels it (ReverseProxy then closes the
+// tunnel): Server.Close cannot reach a hijacked connection. Every other
+// request, endless streams included, ends when Close closes its
+// connection, which cancels its context; sparing them the hook keeps the
+// hot path to one atomic add.
 func (t *Tracker) Middleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		t.active.Add(1)
 		defer t.active.Add(-1)
+		if r.Header.Get("Upgrade") == "" {
+			next.ServeHTTP(w, r)
+			return
+		}
 		ctx, cancel := context.WithCancel(r.Context())
 		defer cancel()
 		unhook := context.AfterFunc(t.stop, cancel)

@@ -90,7 +90,7 @@ func TestHijackedClosedAtGraceEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	fmt.Fprint(conn, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+	fmt.Fprint(conn, "GET / HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n")
 	if line, _ := bufio.NewReader(conn).ReadString('\n'); line != "HTTP/1.1 101 Switching Protocols\r\n" {
 		t.Fatalf("got %q", line)
 	}
