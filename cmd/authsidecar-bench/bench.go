@@ -1,0 +1,373 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"time"
+)
+
+// target is a proxy under load: the bare baseline or a sidecar.
+type target struct {
+	name string // "bare" or "sidecar"
+	addr string
+	pid  int
+}
+
+// bench holds what every scenario uses.
+type bench struct {
+	o        benchOptions
+	logf     func(format string, args ...any)
+	procs    *children
+	dir      string // temporary directory: configs, logs, fresh database
+	bin      string // the authsidecar binary
+	db       string // the sidecar's database
+	secret   string // its AUTH_SECRET
+	upstream string // http://127.0.0.1:PORT of the trivial upstream
+	upPID    int    // the upstream's process
+	scPID    int    // the current scenario's sidecar
+	base     string // every sidecar's base_url (so one iss/aud for all)
+	bare     target
+	fx       *fixtures
+	report   *report
+	peakNote bool // resetPeakRSS failed once: peaks are process-lifetime
+}
+
+func runBench(ctx context.Context, o benchOptions, stdout, stderr io.Writer) error {
+	if runtime.GOOS != "linux" {
+		return errors.New("the benchmark reads /proc: it runs on Linux only")
+	}
+	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
+	defer cancel()
+	began := time.Now()
+	b := &bench{o: o, logf: func(format string, args ...any) {
+		fmt.Fprintf(stderr, "bench %5.1fs: %s\n", time.Since(began).Seconds(), fmt.Sprintf(format, args...))
+	}}
+
+	dir, err := os.MkdirTemp("", "authsidecar-bench-")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if o.Keep {
+			b.logf("kept %s (config, database, logs)", dir)
+		} else {
+			os.RemoveAll(dir)
+		}
+	}()
+	var procs children
+	defer procs.stopAll()
+	b.procs, b.dir = &procs, dir
+	if err := b.start(ctx); err != nil {
+		return err
+	}
+
+	b.report = newReport(o)
+	for _, k := range o.Scenarios {
+		sr, err := b.runScenario(ctx, scenarioByKey(k))
+		if err != nil {
+			return fmt.Errorf("scenario %s: %w", k, err)
+		}
+		b.report.Scenarios = append(b.report.Scenarios, sr)
+	}
+	if b.peakNote {
+		b.report.Notes = append(b.report.Notes, "peak RSS could not be reset per run (/proc/PID/clear_refs): it is the process-lifetime peak, sign-ups included")
+	}
+	b.report.finish(time.Since(began))
+	b.logf("done in %.0fs", time.Since(began).Seconds())
+	return b.report.write(o.JSON, stdout)
+}
+
+// start builds the sidecar, starts the upstream and the bare proxy, and
+// prepares the users on a sidecar used for setup only.
+func (b *bench) start(ctx context.Context) error {
+	b.logf("building ./cmd/authsidecar")
+	var err error
+	if b.bin, err = buildSidecar(ctx, b.dir); err != nil {
+		return err
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	up, upAddr, err := startChild(ctx, childSpec{name: "upstream", path: self,
+		args: []string{"upstream", "-listen", "127.0.0.1:0"}, log: filepath.Join(b.dir, "upstream.log"), announce: true})
+	if err != nil {
+		return err
+	}
+	b.procs.add(up)
+	b.upstream, b.upPID = "http://"+upAddr, up.pid()
+	bareProc, bareAddr, err := startChild(ctx, childSpec{name: "bare", path: self,
+		args: []string{"bare", "-listen", "127.0.0.1:0", "-upstream", b.upstream, "-idle", strconv.Itoa(max(1024, 2*b.o.Connections)),
+			"-buffer-pool=" + strconv.FormatBool(b.o.BarePool)},
+		log: filepath.Join(b.dir, "bare.log"), announce: true})
+	if err != nil {
+		return err
+	}
+	b.procs.add(bareProc)
+	b.bare = target{name: "bare", addr: bareAddr, pid: bareProc.pid()}
+
+	b.db, b.secret = filepath.Join(b.dir, "authsidecar.db"), newSecret()
+	seeded := 0
+	if b.o.DB != "" {
+		b.db = b.o.DB
+		if seeded, err = countUsers(ctx, b.db); err != nil {
+			return err
+		}
+		b.logf("database %s: %d users", b.db, seeded)
+		// Signing keys are sealed with the secret: a kept database keeps
+		// its secret beside it, or every run would add a key.
+		if b.secret, err = dbSecret(b.db); err != nil {
+			return err
+		}
+	}
+	b.logf("starting a sidecar for setup (upstream %s, bare proxy %s)", upAddr, bareAddr)
+	sc, err := b.startSidecar(ctx, "setup", true)
+	if err != nil {
+		return err
+	}
+	defer sc.stop()
+	verb := "signing up"
+	if seeded > 0 {
+		verb = "signing in"
+	}
+	b.logf("%s %d users (%d at a time, scrypt), then fetching %d JWTs", verb, b.o.Users, setupConcurrency, b.o.Tokens)
+	t0 := time.Now()
+	client := newSetupClient()
+	defer client.CloseIdleConnections()
+	cookies, err := prepareUsers(ctx, client, "http://"+sc.addr, b.o.Users, seeded)
+	if err != nil {
+		return fmt.Errorf("preparing users: %w (%s)", err, logTail(sc.log))
+	}
+	jwts, err := fetchJWTs(ctx, sc.addr, cookies, b.o.Tokens, time.Minute)
+	if err != nil {
+		return fmt.Errorf("fetching JWTs: %w (%s)", err, logTail(sc.log))
+	}
+	if len(jwts) < b.o.Tokens {
+		return fmt.Errorf("fetching JWTs: got %d of %d within a minute", len(jwts), b.o.Tokens)
+	}
+	b.fx = &fixtures{jwts: jwts, cookies: cookies, signIns: max(seeded, b.o.Users), password: benchPassword}
+	b.logf("%d users and %d JWTs ready in %.1fs", b.o.Users, len(jwts), time.Since(t0).Seconds())
+	return nil
+}
+
+// startSidecar starts a sidecar on the benchmark's database. Each scenario
+// gets a fresh one, so the memory it reports is that scenario's, not the
+// sign-up burst's (scrypt takes 32 MiB per hash) or another scenario's.
+// They share the secret and base_url, so every JWT stays valid.
+func (b *bench) startSidecar(ctx context.Context, name string, access bool) (*sidecar, error) {
+	sc, err := startSidecar(ctx, b.bin, b.dir, b.secret, sidecarConfig{name: "sidecar-" + name, db: b.db,
+		upstream: b.upstream, baseURL: b.base, access: access})
+	if err != nil {
+		return nil, err
+	}
+	b.procs.add(sc.child)
+	if b.base == "" {
+		b.base = "http://" + sc.addr
+	}
+	return sc, nil
+}
+
+// settle is the pause before each run, so the tail of the previous one
+// (a queued scrypt hash, a closing connection) is not measured.
+func (b *bench) settle() time.Duration {
+	return min(max(b.o.Duration/20, 20*time.Millisecond), 100*time.Millisecond)
+}
+
+// conns is a scenario's number of connections.
+func (b *bench) conns(sd scenarioDef) int {
+	if sd.maxConns > 0 {
+		return min(b.o.Connections, sd.maxConns)
+	}
+	return b.o.Connections
+}
+
+func (b *bench) runScenario(ctx context.Context, d scenarioDef) (scenarioReport, error) {
+	dur := time.Duration(float64(b.o.Duration) * d.weight)
+	sr := scenarioReport{Key: string(d.key), Label: d.label, Baseline: d.bare, Seconds: dur.Seconds(), Connections: b.conns(d)}
+	if d.key == scenNewToken {
+		if err := b.fillPool(ctx, dur, &sr); err != nil {
+			return sr, err
+		}
+	}
+	proc, err := b.startSidecar(ctx, string(d.key), d.key != scenBusinessNoLog)
+	if err != nil {
+		return sr, err
+	}
+	defer proc.stop()
+	sc := target{name: "sidecar", addr: proc.addr, pid: proc.pid()}
+	b.scPID = sc.pid
+	targets := []target{sc}
+	if d.bare {
+		targets = []target{b.bare, sc}
+	}
+	b.logf("scenario %s: %d run(s) of %v per target", d.key, b.o.Runs, dur)
+	if b.o.Warmup > 0 {
+		for _, t := range targets {
+			gen := b.fx.generatorFor(d.key, t.addr, t.name == "sidecar")
+			if d.key == scenNewToken {
+				gen = b.fx.generatorFor(scenBusiness, t.addr, true) // do not use up the pool
+			}
+			if _, err := runLoad(ctx, loadSpec{addr: t.addr, conns: b.conns(d), duration: b.o.Warmup, next: gen, tunnel: d.tunnel}, probe{}); err != nil {
+				return sr, fmt.Errorf("warm-up on %s: %w", t.name, err)
+			}
+		}
+	}
+	for run := range b.o.Runs {
+		for _, t := range targets { // interleaved: bare, sidecar, bare, sidecar, ...
+			rs, err := b.measure(ctx, d, t, dur)
+			if err != nil {
+				return sr, err
+			}
+			rs.Run = run + 1
+			sr.Runs = append(sr.Runs, rs)
+			b.logf("  %s run %d %-7s %8.0f req/s  p99 %-8s errors %d  (other load %.0f%%)", d.key, run+1, t.name, rs.RPS, fmtLatency(rs.P99us), rs.errorCount(), rs.OtherCPUPct+rs.StealPct)
+		}
+	}
+	if d.key == scenNewToken {
+		p := b.fx.pool
+		taken, reused := p.taken.Load(), p.reused()
+		note := fmt.Sprintf("c: %d fresh JWTs fetched before the runs, the sidecar's runs sent %d: ", len(p.tokens), taken)
+		if reused == 0 {
+			note += "every request carried a token never sent before"
+		} else {
+			note += fmt.Sprintf("the pool ran out, %d requests (%.1f%%) carried a token already sent (a cache hit, not a miss)",
+				reused, 100*float64(reused)/float64(taken))
+		}
+		sr.Notes = append(sr.Notes, note)
+	}
+	sr.summarize()
+	if sr.Sidecar.Errors > 0 {
+		sr.Notes = append(sr.Notes, fmt.Sprintf("%s: the sidecar's log says: %s", d.key, firstLogError(proc.log)))
+	}
+	return sr, nil
+}
+
+// fillPool fetches scenario c's fresh JWTs: enough for every sidecar run
+// at the rate scenario a reached (an upper bound: misses are slower), at
+// most -pool-max and -pool-time.
+func (b *bench) fillPool(ctx context.Context, dur time.Duration, sr *scenarioReport) error {
+	rate := 5000.0
+	for _, s := range b.report.Scenarios {
+		if s.Key == string(scenBusiness) {
+			rate = s.Sidecar.RPS
+		}
+	}
+	want := int(math.Ceil(rate * dur.Seconds() * float64(b.o.Runs) * 1.2))
+	want = min(max(want, 100), b.o.PoolMax)
+	b.logf("scenario c: fetching up to %d fresh JWTs (get-session, at most %v)", want, b.o.PoolTime)
+	proc, err := b.startSidecar(ctx, "pool", true)
+	if err != nil {
+		return err
+	}
+	defer proc.stop()
+	t0 := time.Now()
+	tokens, err := fetchJWTs(ctx, proc.addr, b.fx.cookies, want, b.o.PoolTime)
+	if err != nil {
+		return fmt.Errorf("fetching the token pool: %w", err)
+	}
+	if len(tokens) == 0 {
+		return errors.New("fetching the token pool: no token within -pool-time")
+	}
+	secs := time.Since(t0).Seconds()
+	b.logf("scenario c: %d JWTs in %.1fs (%.0f/s)", len(tokens), secs, float64(len(tokens))/secs)
+	b.fx.pool = &tokenPool{tokens: tokens}
+	sr.PoolSize = len(tokens)
+	return nil
+}
+
+// measure is one run on one target, with its CPU and memory.
+func (b *bench) measure(ctx context.Context, d scenarioDef, t target, dur time.Duration) (runStats, error) {
+	select {
+	case <-ctx.Done():
+		return runStats{}, ctx.Err()
+	case <-time.After(b.settle()):
+	}
+	if err := resetPeakRSS(t.pid); err != nil {
+		b.peakNote = true
+	}
+	// The CPU window: the target's time, the generator's, and how much of
+	// the machine went to processes that are not the benchmark's (other
+	// containers on this kernel) or was stolen by the hypervisor.
+	pids := []int{os.Getpid(), b.upPID, b.bare.pid, b.scPID}
+	ours := func() (n uint64) {
+		for _, pid := range pids {
+			if v, err := cpuTicks(pid); err == nil {
+				n += v
+			}
+		}
+		return n
+	}
+	var cpu0, cpu1, self0, self1, ours0, ours1, proc0, proc1, total0, total1, steal0, steal1 uint64
+	var cpuErr error
+	p := probe{
+		start: func() {
+			cpu0, cpuErr = cpuTicks(t.pid)
+			self0, _ = cpuTicks(os.Getpid())
+			ours0 = ours()
+			proc0, total0, steal0, _ = machineTicks()
+		},
+		stop: func() {
+			var err error
+			cpu1, err = cpuTicks(t.pid)
+			cpuErr = errors.Join(cpuErr, err)
+			self1, _ = cpuTicks(os.Getpid())
+			ours1 = ours()
+			proc1, total1, steal1, _ = machineTicks()
+		},
+	}
+	spec := loadSpec{addr: t.addr, conns: b.conns(d), duration: dur, next: b.fx.generatorFor(d.key, t.addr, t.name == "sidecar"),
+		tunnel: d.tunnel, wantJWT: t.name == "sidecar"}
+	res, err := runLoad(ctx, spec, p)
+	if err != nil {
+		return runStats{}, fmt.Errorf("%s: %w", t.name, err)
+	}
+	if cpuErr != nil {
+		return runStats{}, fmt.Errorf("%s: cpu time: %w", t.name, cpuErr)
+	}
+	rss, hwm, err := memKiB(t.pid)
+	if err != nil {
+		return runStats{}, fmt.Errorf("%s: memory: %w", t.name, err)
+	}
+	ok := res.totalOK()
+	perReq := func(ticks uint64) float64 {
+		if ok == 0 {
+			return 0
+		}
+		return float64(ticks) * 1e6 / clockTicks / float64(ok)
+	}
+	rs := runStats{
+		Target:      t.name,
+		Seconds:     res.elapsed.Seconds(),
+		Requests:    ok,
+		Errors:      map[string]uint64{},
+		RPS:         float64(ok) / res.elapsed.Seconds(),
+		P50us:       us(res.hist.percentile(0.50)),
+		P90us:       us(res.hist.percentile(0.90)),
+		P99us:       us(res.hist.percentile(0.99)),
+		CPUusPerReq: perReq(cpu1 - cpu0),
+		GenCPUus:    perReq(self1 - self0),
+		RSSMiB:      float64(rss) / 1024,
+		PeakMiB:     float64(hwm) / 1024,
+		FirstError:  res.firstErr,
+	}
+	if total := float64(total1 - total0); total > 0 {
+		other := float64(proc1-proc0) - float64(ours1-ours0)
+		rs.OtherCPUPct = max(0, 100*other/total)
+		rs.StealPct = 100 * float64(steal1-steal0) / total
+	}
+	for k := range numKinds {
+		if res.errs[k] > 0 {
+			rs.Errors[kindNames[k]] = res.errs[k]
+		}
+	}
+	return rs, nil
+}
+
+func us(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }

@@ -1,0 +1,105 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// benchOptions are the benchmark's settings, from its flags.
+type benchOptions struct {
+	Duration    time.Duration // measured window of one run of a full-weight scenario
+	Runs        int           // interleaved repetitions per target
+	Connections int           // concurrent keep-alive connections
+	Users       int           // users signed up (or signed in, on a seeded -db)
+	Tokens      int           // distinct JWTs for scenarios a, b, d
+	Scenarios   []scenarioKey // in the order they run
+	Warmup      time.Duration // unmeasured load before a scenario's first run on each target
+	PoolTime    time.Duration // bound on fetching scenario c's token pool
+	PoolMax     int           // bound on the size of that pool
+	JSON        string        // file for the JSON report; "" none, "-" stdout
+	DB          string        // pre-seeded database ("" a fresh temporary one)
+	Keep        bool          // keep the temporary directory (logs, config)
+	Timeout     time.Duration // hard limit on the whole run
+	Smoke       bool
+	BarePool    bool // the bare proxy recycles its copy buffers
+}
+
+func parseBenchFlags(args []string, stderr io.Writer) (benchOptions, error) {
+	var o benchOptions
+	var scenarios string
+	fs := flag.NewFlagSet("authsidecar-bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.DurationVar(&o.Duration, "duration", 4*time.Second, "measured time per run of scenarios a and a-nolog (b and c run 0.75x of it, d, e and f 0.5x)")
+	fs.IntVar(&o.Runs, "runs", 3, "interleaved runs per target (bare, sidecar, bare, sidecar, ...); the median is reported")
+	fs.IntVar(&o.Connections, "connections", 32, "concurrent keep-alive connections")
+	fs.IntVar(&o.Users, "users", 100, "users signed up (scrypt-bound: ~10/s on a 2-core VM), or signed in on a seeded -db")
+	fs.IntVar(&o.Tokens, "tokens", 300, "distinct JWTs used by scenarios a, b, d (get-session, round-robin over the users)")
+	fs.StringVar(&scenarios, "scenarios", "all", "comma-separated scenarios to run: "+strings.Join(allScenarioKeys(), ",")+", or all")
+	fs.DurationVar(&o.Warmup, "warmup", 300*time.Millisecond, "unmeasured load on each target before a scenario's first run")
+	fs.DurationVar(&o.PoolTime, "pool-time", 10*time.Second, "longest time spent fetching fresh JWTs for scenario c")
+	fs.IntVar(&o.PoolMax, "pool-max", 100000, "most fresh JWTs fetched for scenario c")
+	fs.StringVar(&o.JSON, "json", "", "also write the results as JSON to this file (- for stdout, instead of the table)")
+	fs.StringVar(&o.DB, "db", "", "run the sidecar on this database (made by the seed command) instead of a fresh one")
+	fs.BoolVar(&o.Keep, "keep", false, "keep the temporary directory (sidecar logs, config) and print its path")
+	fs.DurationVar(&o.Timeout, "timeout", 10*time.Minute, "hard limit on the whole run")
+	fs.BoolVar(&o.BarePool, "bare-buffer-pool", true, "give the bare proxy a ReverseProxy.BufferPool, as the sidecar has (false: stdlib defaults)")
+	fs.BoolVar(&o.Smoke, "smoke", false, "a ~2 s check that everything works: 1 run of 150ms per target, 4 connections, 6 users, 12 JWTs")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: authsidecar-bench [flags]\n       authsidecar-bench seed -users N -db PATH\n\nflags:\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if fs.NArg() > 0 {
+		return o, fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
+	}
+	if o.Smoke {
+		set := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		smoke := func(name string, apply func()) {
+			if !set[name] {
+				apply()
+			}
+		}
+		smoke("duration", func() { o.Duration = 150 * time.Millisecond })
+		smoke("runs", func() { o.Runs = 1 })
+		smoke("connections", func() { o.Connections = 4 })
+		smoke("users", func() { o.Users = 6 })
+		smoke("tokens", func() { o.Tokens = 12 })
+		smoke("warmup", func() { o.Warmup = 0 })
+		smoke("pool-time", func() { o.PoolTime = 2 * time.Second })
+		smoke("pool-max", func() { o.PoolMax = 3000 })
+	}
+	keys, err := parseScenarios(scenarios)
+	if err != nil {
+		return o, fmt.Errorf("%w: -scenarios: %w", errUsage, err)
+	}
+	o.Scenarios = keys
+	switch {
+	case o.Duration <= 0 || o.Duration > 10*time.Minute:
+		return o, fmt.Errorf("%w: -duration must be in (0, 10m]", errUsage)
+	case o.Runs < 1 || o.Runs > 50:
+		return o, fmt.Errorf("%w: -runs must be 1..50", errUsage)
+	case o.Connections < 1 || o.Connections > 1024:
+		return o, fmt.Errorf("%w: -connections must be 1..1024", errUsage)
+	case o.Users < 1 || o.Users > 100000:
+		return o, fmt.Errorf("%w: -users must be 1..100000", errUsage)
+	case o.Tokens < 1 || o.Tokens > 1000000:
+		return o, fmt.Errorf("%w: -tokens must be 1..1000000", errUsage)
+	case o.Warmup < 0 || o.PoolTime < 0 || o.PoolMax < 1:
+		return o, fmt.Errorf("%w: -warmup, -pool-time must be >= 0 and -pool-max >= 1", errUsage)
+	case o.Timeout <= 0:
+		return o, fmt.Errorf("%w: -timeout must be positive", errUsage)
+	}
+	if o.DB != "" {
+		if o.DB, err = filepath.Abs(o.DB); err != nil {
+			return o, err
+		}
+	}
+	return o, nil
+}

@@ -1,0 +1,84 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"time"
+)
+
+// loopbackAddr checks that addr is host:port on 127.0.0.1: the benchmark
+// never listens on, or sends to, anything else.
+func loopbackAddr(addr string) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("%q: %w", addr, err)
+	}
+	if host != "127.0.0.1" {
+		return fmt.Errorf("%q: only 127.0.0.1 is allowed", addr)
+	}
+	return nil
+}
+
+// freePort returns a port on 127.0.0.1 that was free a moment ago, for
+// the sidecar, whose listen address must be written in its config.
+func freePort() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
+}
+
+// childContext is ctx, also canceled when stdin reaches EOF: the benchmark
+// holds the other end of that pipe, so a child outlives it by no more than
+// a read.
+func childContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(ctx)
+	go func() {
+		io.Copy(io.Discard, os.Stdin)
+		cancel()
+	}()
+	return ctx, cancel
+}
+
+// serveUntil serves h on listen (127.0.0.1 only), announces "listening
+// ADDR" on stdout, and shuts down when ctx ends.
+func serveUntil(ctx context.Context, listen string, h http.Handler, stdout, stderr io.Writer) error {
+	if err := loopbackAddr(listen); err != nil {
+		return fmt.Errorf("%w: -listen %w", errUsage, err)
+	}
+	ctx, cancel := childContext(ctx)
+	defer cancel()
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       120 * time.Second,
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	fmt.Fprintf(stdout, "listening %s\n", ln.Addr())
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	sctx, scancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer scancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		srv.Close()
+	}
+	if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}

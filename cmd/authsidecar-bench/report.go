@@ -1,0 +1,350 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+)
+
+// runStats is one run on one target.
+type runStats struct {
+	Target      string            `json:"target"`
+	Run         int               `json:"run"`
+	Seconds     float64           `json:"seconds"`  // first request to last response
+	Requests    uint64            `json:"requests"` // successful
+	Errors      map[string]uint64 `json:"errors"`   // by request kind
+	RPS         float64           `json:"rps"`
+	P50us       float64           `json:"p50_us"`
+	P90us       float64           `json:"p90_us"`
+	P99us       float64           `json:"p99_us"`
+	CPUusPerReq float64           `json:"cpu_us_per_req"`           // the target process
+	GenCPUus    float64           `json:"generator_cpu_us_per_req"` // the load generator
+	RSSMiB      float64           `json:"steady_rss_mib"`           // VmRSS at the end
+	PeakMiB     float64           `json:"peak_rss_mib"`             // VmHWM over the run
+	FirstError  string            `json:"first_error,omitempty"`
+	// OtherCPUPct is the share of all CPUs used by processes outside the
+	// benchmark during the run; StealPct, the share the hypervisor took.
+	// Either above a few percent makes the run noisy.
+	OtherCPUPct float64 `json:"other_cpu_pct"`
+	StealPct    float64 `json:"steal_pct"`
+}
+
+func (r runStats) errorCount() (n uint64) {
+	for _, v := range r.Errors {
+		n += v
+	}
+	return n
+}
+
+// summary is one target's runs of a scenario: medians, and the errors of
+// all runs added up (a median would hide them).
+type summary struct {
+	Runs        int               `json:"runs"`
+	RPS         float64           `json:"rps"`
+	P50us       float64           `json:"p50_us"`
+	P90us       float64           `json:"p90_us"`
+	P99us       float64           `json:"p99_us"`
+	Errors      uint64            `json:"errors"`
+	ErrorsBy    map[string]uint64 `json:"errors_by_kind"`
+	CPUusPerReq float64           `json:"cpu_us_per_req"`
+	GenCPUus    float64           `json:"generator_cpu_us_per_req"`
+	RSSMiB      float64           `json:"steady_rss_mib"`
+	PeakMiB     float64           `json:"peak_rss_mib"`
+	FirstError  string            `json:"first_error,omitempty"`
+}
+
+// ratios are sidecar/bare of the medians.
+type ratios struct {
+	RPS     float64 `json:"rps"`
+	P50     float64 `json:"p50"`
+	P90     float64 `json:"p90"`
+	P99     float64 `json:"p99"`
+	CPU     float64 `json:"cpu_per_req"`
+	RSS     float64 `json:"steady_rss"`
+	PeakRSS float64 `json:"peak_rss"`
+}
+
+type scenarioReport struct {
+	Key         string     `json:"key"`
+	Label       string     `json:"label"`
+	Baseline    bool       `json:"baseline"` // false: absolute numbers, no bare run
+	Seconds     float64    `json:"seconds_per_run"`
+	Connections int        `json:"connections"`
+	PoolSize    int        `json:"token_pool,omitempty"`
+	Bare        *summary   `json:"bare,omitempty"`
+	Sidecar     summary    `json:"sidecar"`
+	Ratio       *ratios    `json:"ratio,omitempty"`
+	Runs        []runStats `json:"runs"`
+	Notes       []string   `json:"notes,omitempty"`
+}
+
+func summarize(runs []runStats) summary {
+	s := summary{Runs: len(runs), ErrorsBy: map[string]uint64{}}
+	col := func(f func(runStats) float64) float64 {
+		xs := make([]float64, len(runs))
+		for i, r := range runs {
+			xs[i] = f(r)
+		}
+		return median(xs)
+	}
+	s.RPS = col(func(r runStats) float64 { return r.RPS })
+	s.P50us = col(func(r runStats) float64 { return r.P50us })
+	s.P90us = col(func(r runStats) float64 { return r.P90us })
+	s.P99us = col(func(r runStats) float64 { return r.P99us })
+	s.CPUusPerReq = col(func(r runStats) float64 { return r.CPUusPerReq })
+	s.GenCPUus = col(func(r runStats) float64 { return r.GenCPUus })
+	s.RSSMiB = col(func(r runStats) float64 { return r.RSSMiB })
+	s.PeakMiB = col(func(r runStats) float64 { return r.PeakMiB })
+	for _, r := range runs {
+		for k, v := range r.Errors {
+			s.ErrorsBy[k] += v
+			s.Errors += v
+		}
+		if s.FirstError == "" {
+			s.FirstError = r.FirstError
+		}
+	}
+	return s
+}
+
+// ratio is a/b, or 0 when b is 0 (undefined; shown as "–").
+func ratio(a, b float64) float64 {
+	if b == 0 {
+		return 0
+	}
+	return a / b
+}
+
+func (sr *scenarioReport) summarize() {
+	var bare, sc []runStats
+	for _, r := range sr.Runs {
+		if r.Target == "bare" {
+			bare = append(bare, r)
+		} else {
+			sc = append(sc, r)
+		}
+	}
+	sr.Sidecar = summarize(sc)
+	if len(bare) == 0 {
+		return
+	}
+	b := summarize(bare)
+	sr.Bare = &b
+	s := sr.Sidecar
+	sr.Ratio = &ratios{
+		RPS: ratio(s.RPS, b.RPS), P50: ratio(s.P50us, b.P50us), P90: ratio(s.P90us, b.P90us), P99: ratio(s.P99us, b.P99us),
+		CPU: ratio(s.CPUusPerReq, b.CPUusPerReq), RSS: ratio(s.RSSMiB, b.RSSMiB), PeakRSS: ratio(s.PeakMiB, b.PeakMiB),
+	}
+}
+
+type settings struct {
+	Connections int      `json:"connections"`
+	Runs        int      `json:"runs"`
+	Duration    string   `json:"duration"`
+	Users       int      `json:"users"`
+	Tokens      int      `json:"tokens"`
+	Database    string   `json:"database"`
+	Scenarios   []string `json:"scenarios"`
+	Smoke       bool     `json:"smoke"`
+}
+
+type report struct {
+	Date         string           `json:"date"`
+	Machine      machine          `json:"machine"`
+	Settings     settings         `json:"settings"`
+	Scenarios    []scenarioReport `json:"scenarios"`
+	Notes        []string         `json:"notes,omitempty"`
+	TotalSeconds float64          `json:"total_seconds"`
+}
+
+func newReport(o benchOptions) *report {
+	db := "fresh temporary database"
+	if o.DB != "" {
+		db = o.DB
+	}
+	keys := make([]string, len(o.Scenarios))
+	for i, k := range o.Scenarios {
+		keys[i] = string(k)
+	}
+	return &report{
+		Date:    time.Now().UTC().Format("2006-01-02 15:04 UTC"),
+		Machine: describeMachine(),
+		Settings: settings{Connections: o.Connections, Runs: o.Runs, Duration: o.Duration.String(), Users: o.Users, Tokens: o.Tokens,
+			Database: db, Scenarios: keys, Smoke: o.Smoke},
+	}
+}
+
+// finish adds the notes that compare with issue 6's goals.
+func (r *report) finish(total time.Duration) {
+	r.TotalSeconds = math.Round(total.Seconds()*10) / 10
+	var maxRSS float64
+	for _, s := range r.Scenarios {
+		if s.Key == string(scenBusiness) && s.Ratio != nil {
+			r.Notes = append(r.Notes, fmt.Sprintf("goal for a (issue 6): req/s ratio %.2f (want >= 0.90: %s), p99 ratio %.2f (want <= 1.20: %s)",
+				s.Ratio.RPS, met(s.Ratio.RPS >= 0.9), s.Ratio.P99, met(s.Ratio.P99 <= 1.2)))
+		}
+		if s.Key != string(scenSignIn) && s.Key != string(scenMix) {
+			maxRSS = math.Max(maxRSS, s.Sidecar.RSSMiB)
+		}
+	}
+	var others, steals []float64
+	var noisy []string
+	for _, s := range r.Scenarios {
+		for _, run := range s.Runs {
+			others, steals = append(others, run.OtherCPUPct), append(steals, run.StealPct)
+			if run.OtherCPUPct+run.StealPct > 5 {
+				noisy = append(noisy, fmt.Sprintf("%s run %d %s %.0f%%", s.Key, run.Run, run.Target, run.OtherCPUPct+run.StealPct))
+			}
+		}
+	}
+	if len(others) > 0 {
+		n := fmt.Sprintf("machine noise, as a share of all CPUs during a run: used by processes outside the benchmark (other containers on this kernel) median %.1f%%, highest %.1f%%; stolen by the hypervisor median %.1f%%, highest %.1f%%",
+			median(others), slices.Max(others), median(steals), slices.Max(steals))
+		if len(noisy) > 0 {
+			n += "; runs above 5% (less trustworthy): " + strings.Join(noisy, ", ")
+		}
+		r.Notes = append(r.Notes, n)
+	}
+	if maxRSS > 0 {
+		r.Notes = append(r.Notes, fmt.Sprintf("sidecar steady RSS, highest median outside sign-in bursts (all but b, f): %.1f MiB (want < 64: %s)", maxRSS, met(maxRSS < 64)))
+	}
+}
+
+func met(ok bool) string {
+	if ok {
+		return "met"
+	}
+	return "not met"
+}
+
+// write prints the table to out, and the JSON to path ("-": to out,
+// instead of the table).
+func (r *report) write(path string, out io.Writer) error {
+	if path != "-" {
+		if _, err := io.WriteString(out, r.markdown()); err != nil {
+			return err
+		}
+	}
+	if path == "" {
+		return nil
+	}
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	b = append(b, '\n')
+	if path == "-" {
+		_, err = out.Write(b)
+		return err
+	}
+	return os.WriteFile(path, b, 0o644)
+}
+
+func (r *report) markdown() string {
+	var b strings.Builder
+	m := r.Machine
+	fmt.Fprintf(&b, "authsidecar-bench, %s\n\n", r.Date)
+	fmt.Fprintf(&b, "Machine: %s, %d CPUs, %d MiB, %s, Linux %s, %s\n", m.CPU, m.NumCPU, m.MemMiB, m.Go, m.Kernel, m.OSArch)
+	st := r.Settings
+	var lengths []string
+	for _, s := range r.Scenarios {
+		l := fmt.Sprintf("%s %v", s.Key, time.Duration(s.Seconds*float64(time.Second)).Round(time.Millisecond))
+		if s.Connections != st.Connections {
+			l += fmt.Sprintf(" (%d connections)", s.Connections)
+		}
+		lengths = append(lengths, l)
+	}
+	fmt.Fprintf(&b, "Settings: %d keep-alive connections; %d interleaved run(s) per target (bare, sidecar, bare, ...), medians shown; per run: %s; %d users, %d JWTs; %s; sidecar with production defaults (JSON access log at info, metrics on), rate limits off, a fresh sidecar process per scenario",
+		st.Connections, st.Runs, strings.Join(lengths, ", "), st.Users, st.Tokens, st.Database)
+	if st.Smoke {
+		b.WriteString("; SMOKE RUN (numbers are not meaningful)")
+	}
+	b.WriteString("\n\n")
+	b.WriteString("| scenario | target | req/s | p50 | p90 | p99 | errors | CPU µs/req | steady RSS | peak RSS |\n")
+	b.WriteString("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+	row := func(label, tgt string, s summary) {
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %d | %.1f | %.1f MiB | %.1f MiB |\n", label, tgt,
+			fmtRate(s.RPS), fmtLatency(s.P50us), fmtLatency(s.P90us), fmtLatency(s.P99us), s.Errors, s.CPUusPerReq, s.RSSMiB, s.PeakMiB)
+	}
+	for _, s := range r.Scenarios {
+		if s.Bare == nil {
+			row(s.Label, "sidecar", s.Sidecar)
+			continue
+		}
+		row(s.Label, "bare", *s.Bare)
+		row("", "sidecar", s.Sidecar)
+		x := s.Ratio
+		fmt.Fprintf(&b, "| | **sidecar/bare** | **%s** | %s | %s | **%s** | | %s | %s | %s |\n",
+			fmtRatio(x.RPS), fmtRatio(x.P50), fmtRatio(x.P90), fmtRatio(x.P99), fmtRatio(x.CPU), fmtRatio(x.RSS), fmtRatio(x.PeakRSS))
+	}
+	b.WriteString("\n")
+	var notes []string
+	for _, s := range r.Scenarios {
+		notes = append(notes, s.Notes...)
+		for _, e := range []struct {
+			tgt string
+			s   *summary
+		}{{"bare", s.Bare}, {"sidecar", &s.Sidecar}} {
+			if e.s == nil || e.s.Errors == 0 {
+				continue
+			}
+			kinds := make([]string, 0, len(e.s.ErrorsBy))
+			for k, v := range e.s.ErrorsBy {
+				kinds = append(kinds, fmt.Sprintf("%s %d", k, v))
+			}
+			sort.Strings(kinds)
+			notes = append(notes, fmt.Sprintf("%s on %s: errors %s; first: %s", s.Key, e.tgt, strings.Join(kinds, ", "), e.s.FirstError))
+		}
+	}
+	var gen []string
+	for _, s := range r.Scenarios {
+		if s.Bare != nil {
+			gen = append(gen, fmt.Sprintf("%s %.1f", s.Key, s.Bare.GenCPUus))
+		}
+	}
+	if len(gen) > 0 {
+		notes = append(notes, "load generator CPU µs per request against the bare proxy (it shares the CPUs): "+strings.Join(gen, ", "))
+	}
+	notes = append(notes, r.Notes...)
+	notes = append(notes, fmt.Sprintf("whole run, setup included: %.0fs", r.TotalSeconds))
+	for _, n := range notes {
+		fmt.Fprintf(&b, "- %s\n", n)
+	}
+	return b.String()
+}
+
+func fmtRate(v float64) string {
+	switch {
+	case v >= 100:
+		return fmt.Sprintf("%.0f", v)
+	case v >= 10:
+		return fmt.Sprintf("%.1f", v)
+	default:
+		return fmt.Sprintf("%.2f", v)
+	}
+}
+
+// fmtLatency prints microseconds with three significant digits.
+func fmtLatency(usec float64) string {
+	switch {
+	case usec >= 1e6:
+		return fmt.Sprintf("%.3gs", usec/1e6)
+	case usec >= 1e3:
+		return fmt.Sprintf("%.3gms", usec/1e3)
+	default:
+		return fmt.Sprintf("%.3gµs", usec)
+	}
+}
+
+func fmtRatio(v float64) string {
+	if v == 0 || math.IsNaN(v) || math.IsInf(v, 0) {
+		return "–"
+	}
+	return fmt.Sprintf("%.2fx", v)
+}

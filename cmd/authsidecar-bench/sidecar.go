@@ -1,0 +1,214 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// sidecar is a running "authsidecar serve".
+type sidecar struct {
+	*child
+	addr    string // public listener, 127.0.0.1:PORT
+	metrics string // metrics listener
+	log     string // its stderr
+}
+
+// sidecarConfig is what differs between the sidecars the benchmark runs.
+type sidecarConfig struct {
+	name     string // file names in the temporary directory
+	db       string
+	upstream string // http://127.0.0.1:PORT
+	baseURL  string // "": http://<its own listen address>
+	access   bool   // log.access
+}
+
+// configYAML is the sidecar's config: production defaults (JSON log at
+// info with the access log, metrics on), except that the rate limits are
+// off so the benchmark's own sign-ins are not throttled, and a short
+// shutdown grace so the benchmark ends quickly.
+func (c sidecarConfig) yaml(listen, metrics string) string {
+	q := func(s string) string { return `"` + s + `"` } // our values never hold quotes
+	return strings.Join([]string{
+		"listen: " + q(listen),
+		"base_url: " + q(c.baseURL),
+		"upstream: " + q(c.upstream),
+		"database:",
+		"  path: " + q(c.db),
+		"metrics:",
+		"  listen: " + q(metrics),
+		"log:",
+		"  format: json",
+		"  level: info",
+		fmt.Sprintf("  access: %t", c.access),
+		"limits:",
+		`  signin_per_email: "off"`,
+		`  signin_per_ip: "off"`,
+		`  signup_per_ip: "off"`,
+		"shutdown:",
+		"  grace: 5s",
+		"",
+	}, "\n")
+}
+
+// readyTimeout bounds the wait for /readyz; startAttempts bounds retries
+// when a port picked free was taken before the sidecar bound it.
+const (
+	readyTimeout  = 30 * time.Second
+	startAttempts = 3
+)
+
+// startSidecar starts "authsidecar serve" and waits until /readyz is 200.
+func startSidecar(ctx context.Context, bin, dir, secret string, c sidecarConfig) (*sidecar, error) {
+	var lastErr error
+	for range startAttempts {
+		s, err := startSidecarOnce(ctx, bin, dir, secret, c)
+		if err == nil {
+			return s, nil
+		}
+		lastErr = err
+		if ctx.Err() != nil || !strings.Contains(err.Error(), "address already in use") {
+			break
+		}
+	}
+	return nil, lastErr
+}
+
+func startSidecarOnce(ctx context.Context, bin, dir, secret string, c sidecarConfig) (*sidecar, error) {
+	listen, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	metrics, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	if c.baseURL == "" {
+		c.baseURL = "http://" + listen
+	}
+	cfgPath := filepath.Join(dir, c.name+".yaml")
+	if err := os.WriteFile(cfgPath, []byte(c.yaml(listen, metrics)), 0o600); err != nil {
+		return nil, err
+	}
+	logPath := filepath.Join(dir, c.name+".log")
+	ch, _, err := startChild(ctx, childSpec{
+		name: c.name,
+		path: bin,
+		args: []string{"serve", "-config", cfgPath},
+		env:  append(withoutVar(os.Environ(), "AUTH_SECRET"), "AUTH_SECRET="+secret),
+		log:  logPath,
+	})
+	if err != nil {
+		return nil, err
+	}
+	s := &sidecar{child: ch, addr: listen, metrics: metrics, log: logPath}
+	if err := s.waitReady(ctx); err != nil {
+		s.stop()
+		return nil, err
+	}
+	return s, nil
+}
+
+// waitReady polls /readyz every 50ms, at most readyTimeout.
+func (s *sidecar) waitReady(ctx context.Context) error {
+	client := &http.Client{Timeout: time.Second}
+	deadline := time.Now().Add(readyTimeout)
+	for time.Now().Before(deadline) {
+		if done, err := s.exited(); done {
+			return fmt.Errorf("%s exited (%v): %s", s.name, err, logTail(s.log))
+		}
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+s.metrics+"/readyz", nil)
+		if resp, err := client.Do(req); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	return fmt.Errorf("%s not ready after %v: %s", s.name, readyTimeout, logTail(s.log))
+}
+
+// logTail is the end of a log file, for error messages.
+func logTail(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	b = bytes.TrimSpace(b)
+	if len(b) > 2000 {
+		b = b[len(b)-2000:]
+	}
+	return fmt.Sprintf("log %s ends:\n%s", path, b)
+}
+
+func withoutVar(env []string, name string) []string {
+	out := env[:0:0]
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, name+"=") {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
+// newSecret is a random AUTH_SECRET for this run only.
+func newSecret() string {
+	b := make([]byte, 32)
+	rand.Read(b)
+	return base64.StdEncoding.EncodeToString(b)
+}
+
+// buildSidecar builds ./cmd/authsidecar from the module root into dir.
+func buildSidecar(ctx context.Context, dir string) (string, error) {
+	out, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", fmt.Errorf("go env GOMOD: %w", err)
+	}
+	gomod := strings.TrimSpace(string(out))
+	if gomod == "" || gomod == os.DevNull {
+		return "", fmt.Errorf("not inside the authsidecar module: run from its directory")
+	}
+	bin := filepath.Join(dir, "authsidecar")
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/authsidecar")
+	cmd.Dir = filepath.Dir(gomod)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build ./cmd/authsidecar: %w\n%s", err, out)
+	}
+	return bin, nil
+}
+
+// firstLogError is the first ERROR or WARN line of a sidecar's JSON log,
+// shortened: the reason behind the errors a scenario counted.
+func firstLogError(path string) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return err.Error()
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.Contains(line, `"level":"ERROR"`) || strings.Contains(line, `"level":"WARN"`) {
+			if len(line) > 300 {
+				line = line[:300] + "..."
+			}
+			return line
+		}
+	}
+	return "no ERROR or WARN line"
+}
