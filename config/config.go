@@ -208,6 +208,11 @@ type Metrics struct {
 	// /healthz and /readyz, kept off the public port. Default
 	// "127.0.0.1:9090". Must differ from Config.Listen.
 	Listen string `yaml:"listen"`
+	// Pprof serves net/http/pprof under /debug/pprof/ on the admin
+	// listener, for profiling a live process. Default false: profiles
+	// reveal internals and cost CPU, so they are opt-in and never on the
+	// public port.
+	Pprof bool `yaml:"pprof"`
 }
 
 // Health configures the readiness probe.

@@ -393,7 +393,7 @@ limits: { signin_per_email: 100/m, signin_per_ip: 100/m, signup_per_ip: 100/m }
 			t.Fatalf("the probe found no JWT on the trusted origin, so it proves nothing: %+v", control)
 		}
 
-		signInsOK := countLog(s.stderr.String(), "POST", "/api/auth/sign-in/email", 200)
+		signInsOK := countLog(settledLog(s), "POST", "/api/auth/sign-in/email", 200)
 		for _, tc := range []struct{ name, origin string }{
 			{"same site, another port", untrusted}, // the browser sends the victim's cookie
 			{"another site", otherSite},            // it does not (SameSite=Lax)
@@ -428,8 +428,12 @@ limits: { signin_per_email: 100/m, signin_per_ip: 100/m, signup_per_ip: 100/m }
 		}
 		// The sign-ins from untrusted origins were refused by the sidecar
 		// (403 INVALID_ORIGIN for the form posts, which need no preflight),
-		// not merely hidden from the script by the browser.
-		logs := s.stderr.String()
+		// not merely hidden from the script by the browser. The log is
+		// flushed in batches (every 100 ms): give it time to arrive.
+		for deadline := time.Now().Add(3 * time.Second); countLog(s.stderr.String(), "POST", "/api/auth/sign-in/email", 403) < 2 && time.Now().Before(deadline); {
+			time.Sleep(20 * time.Millisecond)
+		}
+		logs := settledLog(s)
 		if n := countLog(logs, "POST", "/api/auth/sign-in/email", 200); n != signInsOK {
 			t.Errorf("sign-ins accepted from untrusted origins: %d", n-signInsOK)
 		}
@@ -474,7 +478,7 @@ limits: { signin_per_email: 100/m, signin_per_ip: 100/m, signup_per_ip: 100/m }
 			}
 		}()
 
-		before, logBefore := up.count(), countLog(s.stderr.String(), "GET", "/api/tasks", 401)
+		before, logBefore := up.count(), countLog(settledLog(s), "GET", "/api/tasks", 401)
 		if err := chromedp.Do(ctx,
 			chromedp.Evaluate[chromedp.Void](fmt.Sprintf(`void loginThenGo("three@example.com", %q)`, browserPassword)),
 			chromedp.WaitReady(chromedp.CSS("#result[data-status]")),
@@ -490,7 +494,7 @@ limits: { signin_per_email: 100/m, signin_per_ip: 100/m, signup_per_ip: 100/m }
 			t.Fatalf("the page after login: got %s (token stored before the redirect: %s) %s, want 200 with the token already stored (get-session must be awaited)",
 				attrs["data-status"], attrs["data-token-at-load"], body)
 		}
-		if n := countLog(s.stderr.String(), "GET", "/api/tasks", 401) - logBefore; n != 0 {
+		if n := countLog(settledLog(s), "GET", "/api/tasks", 401) - logBefore; n != 0 {
 			t.Errorf("the post-login call needed the 401 retry (%d refusals): the token was not there in time", n)
 		}
 		var hit bool
@@ -766,4 +770,11 @@ func compactPNG(b []byte) ([]byte, error) {
 		return nil, err
 	}
 	return buf.Bytes(), nil
+}
+
+// settledLog returns the sidecar's log once every line written so far has
+// been flushed (the log is written in batches every flushEvery).
+func settledLog(s *sidecar) string {
+	time.Sleep(3 * flushEvery)
+	return s.stderr.String()
 }

@@ -69,7 +69,9 @@ func cmdDemo(ctx context.Context, e *cliEnv, args []string) error {
 	rand.Read(raw[:])
 	secret := config.NewSecret("demo-only-" + base64.RawURLEncoding.EncodeToString(raw[:]))
 
-	return serve(ctx, cfg, secret, newLogger(cfg.Log, e.stderr), ln, func() {
+	out := newBufferedLog(e.stderr)
+	defer out.Close()
+	return serve(ctx, cfg, secret, newLogger(cfg.Log, out), ln, func() {
 		fmt.Fprint(e.stdout, demoText(cfg.BaseURL, metricsAddr, cfg.Database.Path))
 	})
 }

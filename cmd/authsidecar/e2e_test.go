@@ -175,6 +175,10 @@ func TestServeEndToEnd(t *testing.T) {
 	if res, body := s.do(t, "GET", "/ws/chat?room=1&token="+jwt, ""); res.StatusCode != 200 || bytes.Contains(body, []byte("token")) {
 		t.Fatalf("websocket route with ?token=: got %d %s", res.StatusCode, body)
 	}
+	// The log is flushed in batches (every 100 ms): wait for it.
+	for deadline := time.Now().Add(5 * time.Second); !strings.Contains(s.stderr.String(), `"class":"business"`) && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
+	}
 	if !strings.Contains(s.stderr.String(), `"msg":"request"`) || !strings.Contains(s.stderr.String(), `"class":"business"`) {
 		t.Errorf("no access-log line with a class:\n%s", s.stderr.String())
 	}

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -26,7 +27,9 @@ func cmdServe(ctx context.Context, e *cliEnv, args []string) error {
 	if err != nil {
 		return err
 	}
-	return serve(ctx, cfg, secret, newLogger(cfg.Log, e.stderr), nil, nil)
+	out := newBufferedLog(e.stderr)
+	defer out.Close()
+	return serve(ctx, cfg, secret, newLogger(cfg.Log, out), nil, nil)
 }
 
 // serve runs the sidecar until ctx ends. ln, when not nil, is the public
@@ -85,7 +88,7 @@ func serve(ctx context.Context, cfg config.Config, secret config.Secret, log *sl
 		Listener: ln, Tracker: mainTracker, Grace: cfg.Shutdown.Grace.D(), OnDrain: hl.Drain, Logger: log,
 	}
 	admin := &server.Server{
-		HTTP:     newHTTPServer(adminTracker.Middleware(adminMux(reg, hl)), log),
+		HTTP:     newHTTPServer(adminTracker.Middleware(adminMux(reg, hl, cfg.Metrics.Pprof)), log),
 		Listener: adminLn, Tracker: adminTracker, Grace: time.Second, Logger: log,
 	}
 	log.Info("listening", "addr", ln.Addr().String(), "metrics_addr", adminLn.Addr().String(),
@@ -124,10 +127,17 @@ func newHTTPServer(h http.Handler, log *slog.Logger) *http.Server {
 
 // adminMux serves the operator endpoints, on their own listener: never on
 // the public port, never on http.DefaultServeMux.
-func adminMux(reg *prometheus.Registry, hl *health.Health) http.Handler {
+func adminMux(reg *prometheus.Registry, hl *health.Health, profiling bool) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	mux.HandleFunc("GET /healthz", hl.Live)
 	mux.HandleFunc("GET /readyz", hl.Ready)
+	if profiling {
+		mux.HandleFunc("GET /debug/pprof/", pprof.Index)
+		mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
+	}
 	return mux
 }
