@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -310,5 +311,36 @@ func TestGracefulShutdown(t *testing.T) {
 	}
 	if err := <-stopped; err != nil {
 		t.Fatalf("serve returned %v", err)
+	}
+}
+
+// TestRateLimitAndHeaderLimitsEndToEnd: through the real serve wiring, a
+// client cannot dodge the per-IP sign-in limit by sending its own
+// X-Forwarded-For (the peer is not a trusted proxy), and oversized headers
+// are refused by net/http with 431.
+func TestRateLimitAndHeaderLimitsEndToEnd(t *testing.T) {
+	cfgPath, port := writeConfig(t, t.TempDir(), "limits: { signin_per_ip: 2/m, signin_per_email: \"off\", signup_per_ip: \"off\" }\n")
+	s := startSidecar(t, cfgPath, port, e2eSecret)
+	var statuses []int
+	for i := range 3 {
+		res, _ := s.do(t, "POST", "/api/auth/sign-in/email", `{"email":"nobody@example.com","password":"wrong-password"}`,
+			"X-Forwarded-For", fmt.Sprintf("198.51.100.%d", i+1), "X-Real-IP", fmt.Sprintf("203.0.113.%d", i+1))
+		statuses = append(statuses, res.StatusCode)
+		if i == 2 && res.Header.Get("Retry-After") == "" {
+			t.Error("429 without Retry-After")
+		}
+	}
+	if fmt.Sprint(statuses) != "[401 401 429]" {
+		t.Fatalf("got %v, want [401 401 429]: forged X-Forwarded-For must not reset the limit", statuses)
+	}
+	conn, err := net.Dial("tcp", strings.TrimPrefix(s.base, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "GET /api/tasks HTTP/1.1\r\nHost: x\r\nX-Big: %s\r\nConnection: close\r\n\r\n", strings.Repeat("a", 70<<10))
+	line, _ := bufio.NewReader(conn).ReadString('\n')
+	if !strings.Contains(line, "431") {
+		t.Fatalf("70 KiB header: got %q, want 431", line)
 	}
 }
