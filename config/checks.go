@@ -99,6 +99,19 @@ func checkIdentityHeader(s string) error {
 	return nil
 }
 
+// checkStripHeader checks a proxy.strip_headers entry: a valid name, and
+// not a header forwarding itself needs.
+func checkStripHeader(s string) error {
+	if !isToken(s) {
+		return fmt.Errorf("%q is not a valid header name: use letters, digits and !#$%%&'*+-.^_`|~ (RFC 9110)", s)
+	}
+	switch strings.ToLower(s) {
+	case "host", "authorization", "content-length", "content-type", "transfer-encoding", "cookie":
+		return fmt.Errorf("%q cannot be stripped: requests need it", s)
+	}
+	return nil
+}
+
 // checkRoutePath checks a route entry. Request paths are cleaned before they
 // are matched, so an entry with "..", "//", a query or a fragment could never
 // match; entries are lowercase so that a rule compared against a case-folded

@@ -179,6 +179,14 @@ type Proxy struct {
 	// AllowedHosts lists the Host header values (host or host:port) accepted
 	// on the public listener. Default empty: any host.
 	AllowedHosts []string `yaml:"allowed_hosts"`
+	// StripHeaders lists request headers removed from every forwarded
+	// request, in addition to the built-in ones (client copies of the
+	// identity header in any spelling, every header with "_" in its name,
+	// X-User-Role, X-Original-URL, X-Rewrite-URL, X-HTTP-Method-Override,
+	// X-Forwarded-Prefix, X-Real-IP, True-Client-IP and similar): name the
+	// headers your backend uses to pick a route, a method or a client.
+	// Default empty.
+	StripHeaders []string `yaml:"strip_headers"`
 }
 
 // Limits bounds what one client can make the sidecar do.
@@ -289,6 +297,7 @@ func Default() Config {
 			ResponseHeaderTimeout: Duration(60 * time.Second),
 			TrustedProxies:        []string{},
 			AllowedHosts:          []string{},
+			StripHeaders:          []string{},
 		},
 		Limits: Limits{
 			BodyBytes:      64 << 10,

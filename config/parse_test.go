@@ -100,6 +100,7 @@ var badFiles = map[string]string{
 	"bad-trusted-proxies.yaml":           `bad-trusted-proxies.yaml:4: proxy.trusted_proxies[1]: "10.0.0.300" is not an IP or CIDR (e.g. 10.0.0.0/8 or 192.0.2.1)`,
 	"bad-trusted-proxies-host-bits.yaml": `bad-trusted-proxies-host-bits.yaml:3: proxy.trusted_proxies[0]: "10.1.2.3/8" has host bits set; did you mean 10.0.0.0/8?`,
 	"bad-allowed-hosts.yaml":             `bad-allowed-hosts.yaml:3: proxy.allowed_hosts[0]: "https://app.example.com" must be a host name, optionally with :port, not a URL`,
+	"bad-strip-headers.yaml":             `bad-strip-headers.yaml:4: proxy.strip_headers[1]: "Authorization" cannot be stripped: requests need it`,
 	"bad-allowed-hosts-port.yaml":        `bad-allowed-hosts-port.yaml:3: proxy.allowed_hosts[0]: "app.example.com:https": want host or host:port with a port from 1 to 65535 (IPv6 addresses in brackets)`,
 
 	// limits, log, shutdown, cache

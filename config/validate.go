@@ -130,6 +130,7 @@ func (p *problems) proxy(x Proxy) {
 	p.positive("proxy.response_header_timeout", x.ResponseHeaderTimeout)
 	p.list("proxy.trusted_proxies", x.TrustedProxies, checkIPOrCIDR)
 	p.list("proxy.allowed_hosts", x.AllowedHosts, checkHost)
+	p.list("proxy.strip_headers", x.StripHeaders, checkStripHeader)
 }
 
 // Body limits: below 1 KiB a sign-up form no longer fits; above 16 MiB one

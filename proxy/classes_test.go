@@ -443,3 +443,17 @@ func TestForwardedHeadersAndHosts(t *testing.T) {
 		t.Fatalf("Host evil.example: got %d, want 400 and nothing forwarded", res.StatusCode)
 	}
 }
+
+// TestConfiguredStripHeaders: headers named in proxy.strip_headers never
+// reach the upstream, whatever the route class.
+func TestConfiguredStripHeaders(t *testing.T) {
+	s := newStack(t, func(o *proxy.Options) { o.StripHeaders = []string{"X-Backend-Override"} })
+	_, _, jwt := s.user("strip@example.com")
+	for _, path := range []string{"/page", "/api/tasks"} {
+		s.do("GET", path, nil, append(bearer(jwt), "X-Backend-Override", "admin", "x-backend-override", "admin")...)
+		got := s.up.take()
+		if len(got) != 1 || len(got[0].Header.Values("X-Backend-Override")) != 0 {
+			t.Errorf("%s: upstream saw %+v, want X-Backend-Override stripped", path, got)
+		}
+	}
+}

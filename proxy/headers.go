@@ -27,9 +27,9 @@ type headerStripper struct {
 	cookies  map[string]bool
 }
 
-func newHeaderStripper(identity string, sessionCookies []string) headerStripper {
+func newHeaderStripper(identity string, extra, sessionCookies []string) headerStripper {
 	s := headerStripper{identity: identity, drop: map[string]bool{}, cookies: map[string]bool{}}
-	for _, h := range legacyHeaders {
+	for _, h := range append(append([]string(nil), legacyHeaders...), extra...) {
 		s.drop[http.CanonicalHeaderKey(h)] = true
 	}
 	for _, c := range sessionCookies {

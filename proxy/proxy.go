@@ -45,6 +45,9 @@ type Options struct {
 	CookieOnly, Passthrough, WebSocketPrefixes []string
 	// Admin routes and the roles they demand. Zero: none.
 	Admin []AdminRoute
+	// StripHeaders are removed from every forwarded request, on top of the
+	// built-in identity and legacy routing headers. Zero: none extra.
+	StripHeaders []string
 	// SessionCookieNames are removed from forwarded requests: the upstream
 	// never needs the session. Zero: none removed.
 	SessionCookieNames []string
@@ -121,7 +124,7 @@ func New(o Options) (*Proxy, error) {
 	p := &Proxy{
 		o:        o,
 		router:   newRouter(o.CookieOnly, o.Passthrough, o.WebSocketPrefixes, o.Admin),
-		strip:    newHeaderStripper(o.IdentityHeader, o.SessionCookieNames),
+		strip:    newHeaderStripper(o.IdentityHeader, o.StripHeaders, o.SessionCookieNames),
 		cors:     newCORS(o.TrustedOrigins, o.CORSAllowCredentials, o.CORSMaxAge),
 		upstream: o.Upstream,
 		log:      o.Logger,

@@ -112,6 +112,7 @@ func buildStack(ctx context.Context, cfg config.Config, secret config.Secret, db
 		ResponseHeaderTimeout: cfg.Proxy.ResponseHeaderTimeout.D(),
 		TrustedProxies:        trusted,
 		AllowedHosts:          cfg.Proxy.AllowedHosts,
+		StripHeaders:          cfg.Proxy.StripHeaders,
 		Metrics:               metrics,
 		Logger:                log,
 	})
