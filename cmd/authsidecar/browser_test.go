@@ -34,7 +34,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -651,28 +650,7 @@ func countLog(logs, method, path string, status int) int {
 // always under t.TempDir(), and to testdata/demo.png (shown in the README)
 // with UPDATE_SCREENSHOT=1.
 func testDemoScreenshot(t *testing.T, browser context.Context) {
-	runCtx, stop := context.WithCancel(context.Background())
-	out, errOut := &syncBuffer{}, &syncBuffer{}
-	done := make(chan error, 1)
-	go func() {
-		done <- run(runCtx, []string{"demo"}, func(string) string { return "" }, strings.NewReader(""), out, errOut)
-	}()
-	t.Cleanup(func() {
-		stop()
-		if err := <-done; err != nil {
-			t.Errorf("demo returned %v", err)
-		}
-	})
-	re := regexp.MustCompile(`running on (http://127\.0\.0\.1:\d+)`)
-	var base string
-	for deadline := time.Now().Add(20 * time.Second); base == ""; time.Sleep(20 * time.Millisecond) {
-		if m := re.FindStringSubmatch(out.String()); m != nil {
-			base = m[1]
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("demo did not start:\n%s\n%s", out.String(), errOut.String())
-		}
-	}
+	base, _, errOut := startDemo(t)
 
 	ctx := newTab(t, browser, 60*time.Second)
 	if err := chromedp.Do(ctx,

@@ -15,28 +15,7 @@ import (
 // walkthrough it prints: sign-up, get-session, a business call that the
 // echo upstream answers with the user id, and the same call refused.
 func TestDemo(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	out, errOut := &syncBuffer{}, &syncBuffer{}
-	done := make(chan error, 1)
-	go func() {
-		done <- run(ctx, []string{"demo"}, func(string) string { return "" }, strings.NewReader(""), out, errOut)
-	}()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("demo returned %v", err)
-		}
-	}()
-	re := regexp.MustCompile(`running on (http://127\.0\.0\.1:\d+)`)
-	var base string
-	for deadline := time.Now().Add(20 * time.Second); base == ""; time.Sleep(20 * time.Millisecond) {
-		if m := re.FindStringSubmatch(out.String()); m != nil {
-			base = m[1]
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("demo did not start:\n%s\n%s", out.String(), errOut.String())
-		}
-	}
+	base, out, _ := startDemo(t)
 	for _, want := range []string{"DEVELOPMENT USE ONLY", "sign-up/email", "get-session", "Authorization: Bearer", "$S/api/tasks"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("walkthrough lacks %q", want)
@@ -79,5 +58,32 @@ func TestDemo(t *testing.T) {
 	}
 	if res, _ := http.Get(base + "/api/tasks"); res == nil || res.StatusCode != 401 {
 		t.Fatalf("business call without a token: got %v, want 401", res)
+	}
+}
+
+// startDemo runs "authsidecar demo" through run, as main does, until the
+// test ends, and returns the base URL it printed, its stdout and stderr.
+func startDemo(t *testing.T) (base string, out, errOut *syncBuffer) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	out, errOut = &syncBuffer{}, &syncBuffer{}
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"demo"}, func(string) string { return "" }, strings.NewReader(""), out, errOut)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("demo returned %v", err)
+		}
+	})
+	re := regexp.MustCompile(`running on (http://127\.0\.0\.1:\d+)`)
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if m := re.FindStringSubmatch(out.String()); m != nil {
+			return m[1], out, errOut
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("demo did not start:\n%s\n%s", out.String(), errOut.String())
+		}
 	}
 }
