@@ -86,7 +86,11 @@ func BenchmarkProxyHot(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			h := proxy.Chain(p, proxy.Recover(log), proxy.RequestID(), proxy.Observe(log, nil, accessLog))
+			var access proxy.AccessLog
+			if accessLog {
+				access = proxy.JSONAccessLog(io.Discard, log)
+			}
+			h := proxy.Chain(p, proxy.Recover(log), proxy.RequestID(), proxy.Observe(nil, access))
 			req := httptest.NewRequest("GET", "/api/tasks", nil)
 			req.Header.Set("Authorization", "Bearer "+mint("user-1"))
 			b.ReportAllocs()

@@ -21,8 +21,23 @@ type infoKey struct{}
 // WithInfo returns r with a fresh RequestInfo in its context, so a
 // middleware outside the proxy can read what the proxy recorded.
 func WithInfo(r *http.Request) (*http.Request, *RequestInfo) {
-	info := &RequestInfo{}
-	return r.WithContext(context.WithValue(r.Context(), infoKey{}, info)), info
+	c := &infoContext{Context: r.Context()}
+	return r.WithContext(c), &c.info
+}
+
+// infoContext carries a RequestInfo in the same allocation as the context
+// node (context.WithValue would take a second one). Done, Err and the
+// parent's values pass through, so cancellation propagates as usual.
+type infoContext struct {
+	context.Context
+	info RequestInfo
+}
+
+func (c *infoContext) Value(key any) any {
+	if _, ok := key.(infoKey); ok {
+		return &c.info
+	}
+	return c.Context.Value(key)
 }
 
 // Info returns the request's RequestInfo, or nil.

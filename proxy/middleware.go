@@ -53,14 +53,20 @@ const requestIDHeader = "X-Request-Id"
 func RequestID() Middleware {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			id := r.Header.Get(requestIDHeader)
+			// Direct map access: the server stores header names canonical,
+			// and Get/Set would re-canonicalize on every request.
+			var id string
+			if v := r.Header[requestIDHeader]; len(v) > 0 {
+				id = v[0]
+			}
+			vals := []string{id}
 			if !validRequestID(id) {
 				var b [12]byte
 				rand.Read(b[:])
-				id = hex.EncodeToString(b[:])
-				r.Header.Set(requestIDHeader, id)
+				vals[0] = hex.EncodeToString(b[:])
+				r.Header[requestIDHeader] = vals
 			}
-			w.Header().Set(requestIDHeader, id)
+			w.Header()[requestIDHeader] = vals
 			next.ServeHTTP(w, r)
 		})
 	}
@@ -79,26 +85,28 @@ func validRequestID(id string) bool {
 	return true
 }
 
-// Observe writes one access-log line per request and records the request
-// metrics. It reads what the proxy learned (class, user, reason) from the
-// RequestInfo it puts in the context. Never a token, cookie or query
-// string: the query may carry ?token=.
-func Observe(log *slog.Logger, m *Metrics, accessLog bool) Middleware {
+// Observe records the request metrics and hands one entry per request to
+// access (nil: no access log). It reads what the proxy learned (class,
+// user, reason) from the RequestInfo it puts in the context.
+func Observe(m *Metrics, access AccessLog) Middleware {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			start := time.Now()
-			r, info := WithInfo(r)
-			sw := &statusWriter{ResponseWriter: w}
+			st := &observed{sw: statusWriter{ResponseWriter: w}}
+			st.ctx.Context = r.Context()
+			r = r.WithContext(&st.ctx)
+			info := &st.ctx.info
 			if m != nil {
 				m.inflight.Inc()
 				defer m.inflight.Dec()
 			}
-			next.ServeHTTP(sw, r)
-			status := sw.status
+			next.ServeHTTP(&st.sw, r)
+			status := st.sw.status
 			if status == 0 {
 				status = http.StatusOK
 			}
-			elapsed := time.Since(start)
+			end := time.Now()
+			elapsed := end.Sub(start)
 			class := info.Class.String()
 			if m != nil {
 				m.observeRequest(info.Class, status, elapsed.Seconds())
@@ -106,7 +114,7 @@ func Observe(log *slog.Logger, m *Metrics, accessLog bool) Middleware {
 					m.failures.WithLabelValues(class, info.Reason).Inc()
 				}
 			}
-			if !accessLog {
+			if access == nil {
 				return
 			}
 			path := info.path
@@ -116,24 +124,26 @@ func Observe(log *slog.Logger, m *Metrics, accessLog bool) Middleware {
 			if len(path) > 256 {
 				path = path[:256]
 			}
-			attrs := []slog.Attr{
-				slog.String("method", r.Method),
-				slog.String("path", path),
-				slog.String("class", class),
-				slog.Int("status", status),
-				slog.Duration("duration", elapsed),
-				slog.Int64("bytes", sw.bytes),
-				slog.String("request_id", r.Header.Get(requestIDHeader)),
+			var id string
+			if v := r.Header[requestIDHeader]; len(v) > 0 {
+				id = v[0]
 			}
-			if info.UserID != "" {
-				attrs = append(attrs, slog.String("user_id", info.UserID))
+			st.entry = AccessEntry{
+				Time: end, Method: r.Method, Path: path, Class: class, Status: status,
+				Duration: elapsed, Bytes: st.sw.bytes, RequestID: id, UserID: info.UserID, Reason: info.Reason,
 			}
-			if info.Reason != "" {
-				attrs = append(attrs, slog.String("reason", info.Reason))
-			}
-			log.LogAttrs(r.Context(), slog.LevelInfo, "request", attrs...)
+			access.LogRequest(r.Context(), &st.entry)
 		})
 	}
+}
+
+// observed is Observe's per-request state in one allocation instead of
+// four: the context carrying the RequestInfo, the status writer and the
+// log entry.
+type observed struct {
+	ctx   infoContext
+	sw    statusWriter
+	entry AccessEntry
 }
 
 // statusWriter records the status and body size. Unwrap lets

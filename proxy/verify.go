@@ -92,7 +92,9 @@ func bearerToken(h http.Header) (string, error) {
 	if !ok || !strings.EqualFold(scheme, "Bearer") {
 		return "", authErr(ReasonMalformed, errors.New("Authorization is not a Bearer credential"))
 	}
-	if token == "" || strings.ContainsAny(token, " \t") {
+	// IndexByte is vectorized; ContainsAny scanned the ~500-byte token a
+	// byte at a time on every request.
+	if token == "" || strings.IndexByte(token, ' ') >= 0 || strings.IndexByte(token, '\t') >= 0 {
 		return "", authErr(ReasonMalformed, errors.New("Bearer credential is not exactly one token"))
 	}
 	return token, nil

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"net/url"
 
@@ -41,7 +40,8 @@ func (k *issuerKeys) PublicKeys(ctx context.Context) ([]proxy.Key, error) {
 
 // buildStack wires issuer, key cache, verifier and proxy from the config.
 // It loads the key set before returning, so the first request finds it.
-func buildStack(ctx context.Context, cfg config.Config, secret config.Secret, db *sqlite.DB, log *slog.Logger, reg prometheus.Registerer) (*stack, error) {
+func buildStack(ctx context.Context, cfg config.Config, secret config.Secret, db *sqlite.DB, lg logs, reg prometheus.Registerer) (*stack, error) {
+	log := lg.log
 	metrics := proxy.NewMetrics(reg)
 	src := &issuerKeys{}
 	keys := proxy.NewKeyCache(proxy.KeyCacheOptions{
@@ -123,7 +123,7 @@ func buildStack(ctx context.Context, cfg config.Config, secret config.Secret, db
 	h := proxy.Chain(p,
 		proxy.Recover(log),
 		proxy.RequestID(),
-		proxy.Observe(log, metrics, cfg.Log.Access),
+		proxy.Observe(metrics, lg.access),
 	)
 	return &stack{handler: h, issuer: iss, keys: keys}, nil
 }

@@ -5,7 +5,6 @@ import (
 	"context"
 	"flag"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -39,8 +38,7 @@ func TestMetricsGolden(t *testing.T) {
 	defer db.Close()
 	reg := prometheus.NewRegistry()
 	countQueries(db, reg)
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	st, err := buildStack(context.Background(), cfg, config.NewSecret(e2eSecret), db, log, reg)
+	st, err := buildStack(context.Background(), cfg, config.NewSecret(e2eSecret), db, newLogs(cfg.Log, io.Discard), reg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -29,13 +29,14 @@ func cmdServe(ctx context.Context, e *cliEnv, args []string) error {
 	}
 	out := newBufferedLog(e.stderr)
 	defer out.Close()
-	return serve(ctx, cfg, secret, newLogger(cfg.Log, out), nil, nil)
+	return serve(ctx, cfg, secret, newLogs(cfg.Log, out), nil, nil)
 }
 
 // serve runs the sidecar until ctx ends. ln, when not nil, is the public
 // listener already bound (the demo binds first to learn its port); onReady,
 // when not nil, is called once both listeners accept.
-func serve(ctx context.Context, cfg config.Config, secret config.Secret, log *slog.Logger, ln net.Listener, onReady func()) error {
+func serve(ctx context.Context, cfg config.Config, secret config.Secret, lg logs, ln net.Listener, onReady func()) error {
+	log := lg.log
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
@@ -47,7 +48,7 @@ func serve(ctx context.Context, cfg config.Config, secret config.Secret, log *sl
 	defer db.Close()
 	countQueries(db, reg)
 
-	st, err := buildStack(ctx, cfg, secret, db, log, reg)
+	st, err := buildStack(ctx, cfg, secret, db, lg, reg)
 	if err != nil {
 		return err
 	}

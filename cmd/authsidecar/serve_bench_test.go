@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -39,14 +38,14 @@ func BenchmarkServeBusiness(b *testing.B) {
 	defer db.Close()
 	reg := prometheus.NewRegistry()
 	countQueries(db, reg)
-	log := slog.New(slog.NewJSONHandler(io.Discard, nil))
-	st, err := buildStack(context.Background(), cfg, config.NewSecret(e2eSecret), db, log, reg)
+	lg := newLogs(cfg.Log, io.Discard) // production defaults: JSON access log on
+	st, err := buildStack(context.Background(), cfg, config.NewSecret(e2eSecret), db, lg, reg)
 	if err != nil {
 		b.Fatal(err)
 	}
 	tr := server.NewTracker()
 	ln, _ := net.Listen("tcp", "127.0.0.1:0")
-	srv := newHTTPServer(tr.Middleware(st.handler), log)
+	srv := newHTTPServer(tr.Middleware(st.handler), lg.log)
 	go srv.Serve(ln)
 	defer srv.Close()
 	base := "http://" + ln.Addr().String()

@@ -10,6 +10,7 @@ import (
 
 	"github.com/authsidecar/authsidecar/config"
 	"github.com/authsidecar/authsidecar/issuer"
+	"github.com/authsidecar/authsidecar/proxy"
 	"github.com/authsidecar/authsidecar/sqlite"
 )
 
@@ -25,6 +26,25 @@ func loadConfig(e *cliEnv) (config.Config, config.Secret, error) {
 		return config.Config{}, config.Secret{}, err
 	}
 	return cfg, secret, nil
+}
+
+// logs are the process log and the access log (nil when off), writing to
+// one destination.
+type logs struct {
+	log    *slog.Logger
+	access proxy.AccessLog
+}
+
+func newLogs(cfg config.Log, w io.Writer) logs {
+	lg := logs{log: newLogger(cfg, w)}
+	switch {
+	case !cfg.Access || !lg.log.Enabled(context.Background(), slog.LevelInfo):
+	case cfg.Format == "json":
+		lg.access = proxy.JSONAccessLog(w, lg.log)
+	default:
+		lg.access = proxy.SlogAccessLog(lg.log)
+	}
+	return lg
 }
 
 func newLogger(cfg config.Log, w io.Writer) *slog.Logger {
