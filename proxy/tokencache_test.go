@@ -97,6 +97,9 @@ func TestVerifiedTokenCache(t *testing.T) {
 	if ev := testutil.ToFloat64(mustCollector(t, reg, "authsidecar_token_cache_evictions_total")); ev < 400 {
 		t.Errorf("got %v evictions after 500 inserts into 64 slots, want >= 436", ev)
 	}
+	if n := testutil.ToFloat64(mustCollector(t, reg, "authsidecar_token_cache_entries")); n > 64 || n < 32 {
+		t.Errorf("got %v cached tokens after 500 inserts into 64 slots, want 32..64", n)
+	}
 }
 
 func mustCollector(t *testing.T, reg *prometheus.Registry, name string) prometheus.Collector {
@@ -107,7 +110,8 @@ func mustCollector(t *testing.T, reg *prometheus.Registry, name string) promethe
 	}
 	for _, mf := range mfs {
 		if mf.GetName() == name {
-			v := mf.GetMetric()[0].GetCounter().GetValue()
+			m := mf.GetMetric()[0]
+			v := m.GetCounter().GetValue() + m.GetGauge().GetValue()
 			return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: "copy"}, func() float64 { return v })
 		}
 	}
