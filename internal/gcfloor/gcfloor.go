@@ -1,0 +1,120 @@
+// Package gcfloor keeps the Go garbage collector from running on a tiny
+// heap.
+//
+// With the default GOGC=100 the collector runs each time the heap doubles,
+// and never waits for less than 4 MiB. A proxy's live heap is a few MiB
+// while it allocates several KiB per request, so under load it collected
+// about 50 times a second, and each cycle's fixed work (stopping the
+// world, scanning goroutine stacks, waking mark workers) was 6-8% of the
+// CPU. A floor lets the heap grow to a fixed size before collecting when
+// the live heap is small, and changes nothing when it is large: the goal
+// stays max(floor, 2 x live), so memory never grows beyond what GOGC=100
+// would allow or the floor itself.
+package gcfloor
+
+import (
+	"os"
+	"runtime"
+	"runtime/debug"
+	"runtime/metrics"
+	"sync"
+	"sync/atomic"
+)
+
+// minHeap is the runtime's smallest heap goal at GOGC=100. The runtime
+// scales it with GOGC (goal >= 4 MiB x GOGC/100), so GOGC alone must
+// never exceed floor/minHeap x 100, or a small live heap would get a goal
+// far above the floor.
+const minHeap = 4 << 20
+
+// Floor is a running tuner; Stop ends it.
+type Floor struct {
+	floor   uint64
+	percent atomic.Int64 // the GOGC last set, for tests
+
+	mu      sync.Mutex // orders tune against Stop
+	stopped bool
+	sample  []metrics.Sample
+	prior   int // GOGC before Start, restored by Stop
+}
+
+// active makes Start a no-op while another Floor runs: GOGC is one
+// setting per process.
+var active atomic.Bool
+
+// Start keeps the heap goal at least floor bytes until Stop. It returns
+// nil and does nothing when GOGC or GOMEMLIMIT is set in the environment
+// (an operator who tunes the collector is in charge of it) or when a
+// Floor is already running.
+func Start(floor uint64) *Floor {
+	if os.Getenv("GOGC") != "" || os.Getenv("GOMEMLIMIT") != "" || floor == 0 || !active.CompareAndSwap(false, true) {
+		return nil
+	}
+	f := &Floor{floor: floor, sample: []metrics.Sample{{Name: "/gc/heap/live:bytes"}}}
+	f.prior = debug.SetGCPercent(100)
+	f.tune()
+	f.arm()
+	return f
+}
+
+// Percent is the GOGC the floor set last.
+func (f *Floor) Percent() int { return int(f.percent.Load()) }
+
+// Stop restores the GOGC there was before Start. Safe on nil.
+func (f *Floor) Stop() {
+	if f == nil {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.stopped {
+		f.stopped = true
+		debug.SetGCPercent(f.prior)
+		active.Store(false)
+	}
+}
+
+// arm runs tune after the next collection: a finalizer runs once the
+// cycle that found its object unreachable ends, and re-arming it on the
+// same object keeps it alive for one more cycle. No goroutine polls.
+func (f *Floor) arm() {
+	s := &sentinel{}
+	runtime.SetFinalizer(s, f.finalize)
+}
+
+// sentinel has a pointer so it is never a tiny allocation (finalizers on
+// those may never run).
+type sentinel struct{ _ *int }
+
+func (f *Floor) finalize(s *sentinel) {
+	if f.tune() {
+		runtime.SetFinalizer(s, f.finalize)
+	}
+}
+
+// tune sets GOGC so the next goal, max(4 MiB x GOGC/100, live x (1 +
+// GOGC/100)), is the floor when the live heap is below half of it, and
+// GOGC=100 otherwise. It reports false once stopped.
+func (f *Floor) tune() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.stopped {
+		return false
+	}
+	metrics.Read(f.sample)
+	live := f.sample[0].Value.Uint64()
+	percent := 100
+	if live < f.floor/2 {
+		percent = int(f.floor * 100 / minHeap)
+		if live > 0 {
+			percent = min(percent, int(f.floor*100/live)-100)
+		}
+		percent = max(100, percent)
+	}
+	// Setting GOGC recomputes the goal; skip it when nothing changes much.
+	if old := int(f.percent.Load()); old == 0 || percent < old*9/10 || percent > old*11/10 {
+		debug.SetGCPercent(percent)
+		f.percent.Store(int64(percent))
+	}
+	return true
+}
