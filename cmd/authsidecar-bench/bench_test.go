@@ -100,7 +100,9 @@ func TestParseBenchFlags(t *testing.T) {
 		wantErr bool
 		check   func(benchOptions) bool
 	}{
-		{nil, false, func(o benchOptions) bool { return o.Runs == 3 && len(o.Scenarios) == len(scenarioDefs) }},
+		{nil, false, func(o benchOptions) bool {
+			return o.Runs == 11 && o.Duration == time.Second && len(o.Scenarios) == len(scenarioDefs)
+		}},
 		{[]string{"-smoke"}, false, func(o benchOptions) bool { return o.Runs == 1 && o.Duration == 150*time.Millisecond }},
 		{[]string{"-smoke", "-runs", "2"}, false, func(o benchOptions) bool { return o.Runs == 2 }},
 		{[]string{"-scenarios", "f,a',a"}, false, func(o benchOptions) bool {

@@ -33,8 +33,8 @@ func parseBenchFlags(args []string, stderr io.Writer) (benchOptions, error) {
 	var scenarios string
 	fs := flag.NewFlagSet("authsidecar-bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.DurationVar(&o.Duration, "duration", 4*time.Second, "measured time per run of scenarios a and a-nolog (b and c run 0.75x of it, d, e and f 0.5x)")
-	fs.IntVar(&o.Runs, "runs", 3, "interleaved runs per target (bare, sidecar, bare, sidecar, ...); the median is reported")
+	fs.DurationVar(&o.Duration, "duration", time.Second, "measured time per run of scenarios a and a-nolog (b and c run 0.75x of it, d, e and f 0.5x)")
+	fs.IntVar(&o.Runs, "runs", 11, "interleaved runs per target (bare, sidecar, bare, sidecar, ...); the median is reported, and the median of the pairs' ratios")
 	fs.IntVar(&o.Connections, "connections", 32, "concurrent keep-alive connections")
 	fs.IntVar(&o.Users, "users", 100, "users signed up (scrypt-bound: ~10/s on a 2-core VM), or signed in on a seeded -db")
 	fs.IntVar(&o.Tokens, "tokens", 300, "distinct JWTs used by scenarios a, b, d (get-session, round-robin over the users)")

@@ -87,3 +87,39 @@ func TestMedian(t *testing.T) {
 		}
 	}
 }
+
+// The sidecar/bare ratio is the median of per-pair ratios: when the
+// machine slows down mid-scenario, each pair slows together and the
+// ratio holds, where a ratio of the two medians would not.
+func TestPairedRatio(t *testing.T) {
+	runs := func(bare, sidecar []float64) []runStats {
+		var rs []runStats
+		for i := range bare {
+			rs = append(rs, runStats{Target: "bare", Run: i + 1, RPS: bare[i], P99us: 1000},
+				runStats{Target: "sidecar", Run: i + 1, RPS: sidecar[i], P99us: 1100})
+		}
+		return rs
+	}
+	// The machine is fast for the first two pairs and slow for the last
+	// three; the sidecar is 0.95x of bare throughout.
+	bare := []float64{20000, 20000, 12000, 12000, 12000}
+	sc := []float64{19000, 19000, 11400, 11400, 11400}
+	sr := scenarioReport{Runs: runs(bare, sc)}
+	sr.summarize()
+	if got := sr.Ratio.RPS; got < 0.9499 || got > 0.9501 {
+		t.Errorf("paired req/s ratio %v, want 0.95", got)
+	}
+	if got := sr.Ratio.P99; got < 1.0999 || got > 1.1001 {
+		t.Errorf("paired p99 ratio %v, want 1.1", got)
+	}
+	if sr.Bare.RPS != 12000 || sr.Sidecar.RPS != 11400 {
+		t.Errorf("medians %v and %v, want 12000 and 11400", sr.Bare.RPS, sr.Sidecar.RPS)
+	}
+
+	// Unequal run counts (a failed run): the ratio of the medians.
+	sr = scenarioReport{Runs: append(runs(bare, sc), runStats{Target: "bare", Run: 6, RPS: 30000})}
+	sr.summarize()
+	if got, want := sr.Ratio.RPS, 11400/16000.0; got != want {
+		t.Errorf("unpaired req/s ratio %v, want %v", got, want)
+	}
+}

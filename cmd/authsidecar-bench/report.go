@@ -59,7 +59,8 @@ type summary struct {
 	FirstError  string            `json:"first_error,omitempty"`
 }
 
-// ratios are sidecar/bare of the medians.
+// ratios are sidecar/bare: the median over the runs of each sidecar run
+// against the bare run before it.
 type ratios struct {
 	RPS     float64 `json:"rps"`
 	P50     float64 `json:"p50"`
@@ -137,9 +138,32 @@ func (sr *scenarioReport) summarize() {
 	b := summarize(bare)
 	sr.Bare = &b
 	s := sr.Sidecar
+	if len(bare) != len(sc) { // a run failed part-way: no pairs, ratio of medians
+		sr.Ratio = &ratios{
+			RPS: ratio(s.RPS, b.RPS), P50: ratio(s.P50us, b.P50us), P90: ratio(s.P90us, b.P90us), P99: ratio(s.P99us, b.P99us),
+			CPU: ratio(s.CPUusPerReq, b.CPUusPerReq), RSS: ratio(s.RSSMiB, b.RSSMiB), PeakRSS: ratio(s.PeakMiB, b.PeakMiB),
+		}
+		return
+	}
+	// Each sidecar run is compared with the bare run just before it, and
+	// the median of those ratios is reported: this VM's speed drifts by
+	// 10-20% within a minute, which a ratio of two medians taken over the
+	// whole scenario carries straight into the result, and a pair does not.
+	paired := func(f func(runStats) float64) float64 {
+		xs := make([]float64, len(sc))
+		for i := range sc {
+			xs[i] = ratio(f(sc[i]), f(bare[i]))
+		}
+		return median(xs)
+	}
 	sr.Ratio = &ratios{
-		RPS: ratio(s.RPS, b.RPS), P50: ratio(s.P50us, b.P50us), P90: ratio(s.P90us, b.P90us), P99: ratio(s.P99us, b.P99us),
-		CPU: ratio(s.CPUusPerReq, b.CPUusPerReq), RSS: ratio(s.RSSMiB, b.RSSMiB), PeakRSS: ratio(s.PeakMiB, b.PeakMiB),
+		RPS:     paired(func(r runStats) float64 { return r.RPS }),
+		P50:     paired(func(r runStats) float64 { return r.P50us }),
+		P90:     paired(func(r runStats) float64 { return r.P90us }),
+		P99:     paired(func(r runStats) float64 { return r.P99us }),
+		CPU:     paired(func(r runStats) float64 { return r.CPUusPerReq }),
+		RSS:     paired(func(r runStats) float64 { return r.RSSMiB }),
+		PeakRSS: paired(func(r runStats) float64 { return r.PeakMiB }),
 	}
 }
 
@@ -260,7 +284,7 @@ func (r *report) markdown() string {
 		}
 		lengths = append(lengths, l)
 	}
-	fmt.Fprintf(&b, "Settings: %d keep-alive connections; %d interleaved run(s) per target (bare, sidecar, bare, ...), medians shown; per run: %s; %d users, %d JWTs; %s; sidecar with production defaults (JSON access log at info, metrics on), rate limits off, a fresh sidecar process per scenario",
+	fmt.Fprintf(&b, "Settings: %d keep-alive connections; %d interleaved run(s) per target (bare, sidecar, bare, ...), medians shown, sidecar/bare is the median of each pair's ratio; per run: %s; %d users, %d JWTs; %s; sidecar with production defaults (JSON access log at info, metrics on), rate limits off, a fresh sidecar process per scenario",
 		st.Connections, st.Runs, strings.Join(lengths, ", "), st.Users, st.Tokens, st.Database)
 	if st.Smoke {
 		b.WriteString("; SMOKE RUN (numbers are not meaningful)")
