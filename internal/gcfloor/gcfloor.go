@@ -111,8 +111,9 @@ func (f *Floor) tune() bool {
 		}
 		percent = max(100, percent)
 	}
-	// Setting GOGC recomputes the goal; skip it when nothing changes much.
-	if old := int(f.percent.Load()); old == 0 || percent < old*9/10 || percent > old*11/10 {
+	// Setting GOGC recomputes the goal; skip it when a raised value moves
+	// by less than a tenth. Going back to 100 is always done.
+	if old := int(f.percent.Load()); percent != old && (percent == 100 || old == 0 || percent < old*9/10 || percent > old*11/10) {
 		debug.SetGCPercent(percent)
 		f.percent.Store(int64(percent))
 	}
