@@ -131,6 +131,8 @@ func hostileTokens(priv, otherPriv ed25519.PrivateKey, pub ed25519.PublicKey, no
 		{"duplicate header member", signRaw(priv, `{"alg":"EdDSA","kid":"k2","kid":"k1"}`, fmt.Sprintf(`{"sub":"user-1","iat":%d,"exp":%d,"iss":%q,"aud":%q}`, now.Unix(), now.Add(time.Hour).Unix(), origin, origin)), proxy.ReasonMalformed},
 		{"duplicate sub", signRaw(priv, `{"alg":"EdDSA","kid":"k1"}`, fmt.Sprintf(`{"sub":"admin","sub":"user-1","iat":%d,"exp":%d,"iss":%q,"aud":%q}`, now.Unix(), now.Add(time.Hour).Unix(), origin, origin)), proxy.ReasonMalformed},
 		{"payload not JSON", signRaw(priv, `{"alg":"EdDSA","kid":"k1"}`, `not json`), proxy.ReasonMalformed},
+		{"duplicate sub, one escaped", signRaw(priv, `{"alg":"EdDSA","kid":"k1"}`, fmt.Sprintf(`{"sub":"admin","s\u0075b":"user-1","iat":%d,"exp":%d,"iss":%q,"aud":%q}`, now.Unix(), now.Add(time.Hour).Unix(), origin, origin)), proxy.ReasonMalformed},
+		{"exp beyond float64", signRaw(priv, `{"alg":"EdDSA","kid":"k1"}`, fmt.Sprintf(`{"sub":"user-1","iat":%d,"exp":1e400,"iss":%q,"aud":%q}`, now.Unix(), origin, origin)), proxy.ReasonMalformed},
 	}
 	return good, tests
 }

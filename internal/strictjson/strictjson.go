@@ -10,60 +10,156 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
+	"unicode/utf8"
 )
 
 // ErrInvalid is returned for input that is not one valid JSON value.
 var ErrInvalid = errors.New("invalid JSON")
 
 // CheckDuplicates returns an error if data is not exactly one valid JSON
-// value or if any object in it repeats a member name.
+// value or if any object in it repeats a member name. Names are compared
+// as encoding/json decodes them: "\u0061" and "a" are the same name.
+//
+// json.Valid does the validating; the walk that follows relies on it and
+// only has to find where values end. It replaced a json.Decoder.Token
+// walk that cost ~14 µs per JWT, an eighth of a full verification.
 func CheckDuplicates(data []byte) error {
 	if !json.Valid(data) {
 		return ErrInvalid
 	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	if err := walk(dec); err != nil {
-		return err
+	w := walker{b: data}
+	return w.value()
+}
+
+// walker steps through JSON already known to be valid.
+type walker struct {
+	b []byte
+	i int
+}
+
+func (w *walker) space() {
+	for w.i < len(w.b) {
+		switch w.b[w.i] {
+		case ' ', '\t', '\n', '\r':
+			w.i++
+		default:
+			return
+		}
 	}
-	if _, err := dec.Token(); err != io.EOF {
-		return ErrInvalid
+}
+
+func (w *walker) value() error {
+	w.space()
+	switch w.b[w.i] {
+	case '{':
+		return w.object()
+	case '[':
+		w.i++
+		w.space()
+		if w.b[w.i] == ']' {
+			w.i++
+			return nil
+		}
+		for {
+			if err := w.value(); err != nil {
+				return err
+			}
+			w.space()
+			c := w.b[w.i]
+			w.i++ // ',' or ']'
+			if c == ']' {
+				return nil
+			}
+		}
+	case '"':
+		if _, ok := w.str(); !ok {
+			return ErrInvalid
+		}
+	default: // number, true, false, null
+		for w.i < len(w.b) {
+			switch w.b[w.i] {
+			case ',', ']', '}', ' ', '\t', '\n', '\r':
+				return nil
+			}
+			w.i++
+		}
 	}
 	return nil
 }
 
-func walk(dec *json.Decoder) error {
-	tok, err := dec.Token()
-	if err != nil {
-		return err
+func (w *walker) object() error {
+	w.i++ // '{'
+	w.space()
+	if w.b[w.i] == '}' {
+		w.i++
+		return nil
 	}
-	switch tok {
-	case json.Delim('{'):
-		seen := map[string]bool{}
-		for dec.More() {
-			k, err := dec.Token()
-			if err != nil {
-				return err
-			}
-			key := k.(string)
-			if seen[key] {
-				return fmt.Errorf("duplicate member %q", key)
-			}
-			seen[key] = true
-			if err := walk(dec); err != nil {
-				return err
-			}
+	// Objects in tokens and request bodies have a handful of members: the
+	// first 16 names are compared in a fixed array (no allocation), the
+	// rest go to a map, so a hostile body with thousands of members costs
+	// linear time.
+	var seen [16][]byte
+	n := 0
+	var many map[string]bool
+	for {
+		w.space()
+		name, ok := w.str()
+		if !ok {
+			return ErrInvalid
 		}
-		_, err = dec.Token()
-		return err
-	case json.Delim('['):
-		for dec.More() {
-			if err := walk(dec); err != nil {
-				return err
-			}
+		dup := many[string(name)]
+		for _, s := range seen[:n] {
+			dup = dup || bytes.Equal(s, name)
 		}
-		_, err = dec.Token()
-		return err
+		if dup {
+			return fmt.Errorf("duplicate member %q", name)
+		}
+		if n < len(seen) {
+			seen[n] = name
+			n++
+		} else {
+			if many == nil {
+				many = make(map[string]bool)
+			}
+			many[string(name)] = true
+		}
+		w.space()
+		w.i++ // ':'
+		if err := w.value(); err != nil {
+			return err
+		}
+		w.space()
+		c := w.b[w.i]
+		w.i++ // ',' or '}'
+		if c == '}' {
+			return nil
+		}
 	}
-	return nil
+}
+
+// str steps over the string at w.i and returns its decoded value: the raw
+// bytes when they hold no escape and are valid UTF-8 (encoding/json
+// would turn invalid bytes into U+FFFD), else what encoding/json makes
+// of them. ok is false only if encoding/json refuses the string, which
+// json.Valid has already ruled out.
+func (w *walker) str() (name []byte, ok bool) {
+	start := w.i // the opening quote
+	plain := true
+	i := start + 1
+	for ; w.b[i] != '"'; i++ {
+		if w.b[i] == '\\' {
+			plain = false
+			i++ // the escaped byte cannot end the string
+		}
+	}
+	w.i = i + 1
+	raw := w.b[start+1 : i]
+	if plain && utf8.Valid(raw) {
+		return raw, true
+	}
+	var s string
+	if err := json.Unmarshal(w.b[start:w.i], &s); err != nil {
+		return nil, false
+	}
+	return []byte(s), true
 }

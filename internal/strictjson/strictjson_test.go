@@ -1,6 +1,12 @@
 package strictjson
 
-import "testing"
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"testing"
+)
 
 func TestCheckDuplicates(t *testing.T) {
 	tests := []struct {
@@ -23,5 +29,109 @@ func TestCheckDuplicates(t *testing.T) {
 		if err := CheckDuplicates([]byte(tt.in)); (err == nil) != tt.ok {
 			t.Errorf("CheckDuplicates(%s): got %v, want ok=%v", tt.in, err, tt.ok)
 		}
+	}
+}
+
+// referenceCheck is the json.Decoder.Token walk CheckDuplicates used to
+// be: slow, but built only on encoding/json. The fast walk must agree
+// with it on every input. UseNumber: the old walk also refused numbers
+// beyond float64 (1e400) by accident; whether such a number is acceptable
+// is for the parser that reads the value to say, not the duplicate check.
+func referenceCheck(data []byte) error {
+	if !json.Valid(data) {
+		return ErrInvalid
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	var walk func() error
+	walk = func() error {
+		tok, err := dec.Token()
+		if err != nil {
+			return err
+		}
+		switch tok {
+		case json.Delim('{'):
+			seen := map[string]bool{}
+			for dec.More() {
+				k, err := dec.Token()
+				if err != nil {
+					return err
+				}
+				if seen[k.(string)] {
+					return errors.New("duplicate")
+				}
+				seen[k.(string)] = true
+				if err := walk(); err != nil {
+					return err
+				}
+			}
+			_, err = dec.Token()
+			return err
+		case json.Delim('['):
+			for dec.More() {
+				if err := walk(); err != nil {
+					return err
+				}
+			}
+			_, err = dec.Token()
+			return err
+		}
+		return nil
+	}
+	if err := walk(); err != nil {
+		return err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return ErrInvalid
+	}
+	return nil
+}
+
+var agreeSeeds = []string{
+	`{"a":1,"b":2}`, `{"a":1,"a":2}`, `{"\u0061":1,"a":2}`, `{"a\"b":1,"a\u0022b":2}`,
+	"{\"\xff\":1,\"\xfe\":2}", "{\"\xff\":1,\"\ufffd\":2}", `{"x":[{"a":1},{"a":2}],"y":{"a":{"a":3}}}`,
+	` { "a" : [ 1 , 2.5e3 , -0 , true , false , null , "s" ] , "b" : { } , "c" : [ ] } `,
+	`[{"a":1,"a":1}]`, `"plain"`, `12`, `null`, `{"a":1}x`, `{"a":`, ``, `{"\\":1,"\\\\":2,"\\":3}`,
+	`{"k1":1,"k2":2,"k3":3,"k4":4,"k5":5,"k6":6,"k7":7,"k8":8,"k9":9,"k10":10,"k11":11,"k12":12,"k13":13,"k14":14,"k15":15,"k16":16,"k17":17,"k18":18,"k1":19}`,
+	`{"k1":1,"k2":2,"k3":3,"k4":4,"k5":5,"k6":6,"k7":7,"k8":8,"k9":9,"k10":10,"k11":11,"k12":12,"k13":13,"k14":14,"k15":15,"k16":16,"k17":17,"k18":18,"k19":19}`,
+}
+
+func TestAgreesWithDecoder(t *testing.T) {
+	for _, s := range agreeSeeds {
+		got, want := CheckDuplicates([]byte(s)), referenceCheck([]byte(s))
+		if (got == nil) != (want == nil) {
+			t.Errorf("%q: fast walk says %v, decoder walk says %v", s, got, want)
+		}
+	}
+}
+
+func FuzzCheckDuplicates(f *testing.F) {
+	for _, s := range agreeSeeds {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		got, want := CheckDuplicates(data), referenceCheck(data)
+		if (got == nil) != (want == nil) {
+			t.Fatalf("%q: fast walk says %v, decoder walk says %v", data, got, want)
+		}
+	})
+}
+
+// A JWT payload as the issuer writes it.
+var benchPayload = []byte(`{"sub":"akmP7XXOjOYFZoWiiVeu21wGxffpg2mz","iat":1795000000,"exp":1797592000,"iss":"https://app.example.com","aud":"https://app.example.com","jti":"0123456789abcdef0123456789abcdef","id":"akmP7XXOjOYFZoWiiVeu21wGxffpg2mz","email":"user@example.com","name":"Bench User","emailVerified":false,"image":null}`)
+
+func BenchmarkCheckDuplicates(b *testing.B) {
+	for _, impl := range []struct {
+		name string
+		f    func([]byte) error
+	}{{"walk", CheckDuplicates}, {"decoder", referenceCheck}} {
+		b.Run(impl.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := impl.f(benchPayload); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
