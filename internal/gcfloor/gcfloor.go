@@ -43,11 +43,12 @@ type Floor struct {
 var active atomic.Bool
 
 // Start keeps the heap goal at least floor bytes until Stop. It returns
-// nil and does nothing when GOGC or GOMEMLIMIT is set in the environment
-// (an operator who tunes the collector is in charge of it) or when a
-// Floor is already running.
+// nil and does nothing when GOGC is set in the environment (an operator
+// who tunes GOGC is in charge of it) or when a Floor is already running.
+// GOMEMLIMIT still applies: the runtime collects before the heap passes
+// the limit whatever GOGC says, so a container limit keeps working.
 func Start(floor uint64) *Floor {
-	if os.Getenv("GOGC") != "" || os.Getenv("GOMEMLIMIT") != "" || floor == 0 || !active.CompareAndSwap(false, true) {
+	if os.Getenv("GOGC") != "" || floor == 0 || !active.CompareAndSwap(false, true) {
 		return nil
 	}
 	f := &Floor{floor: floor, sample: []metrics.Sample{{Name: "/gc/heap/live:bytes"}}}

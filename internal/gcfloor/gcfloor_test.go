@@ -40,7 +40,6 @@ func churn(n int) uint32 {
 // 100, so memory is never held beyond what the default would allow.
 func TestFloorCollectsLessOnASmallHeap(t *testing.T) {
 	t.Setenv("GOGC", "")
-	t.Setenv("GOMEMLIMIT", "")
 	runtime.GC()
 	without := churn(256 << 20)
 
@@ -88,16 +87,27 @@ func TestFloorCollectsLessOnASmallHeap(t *testing.T) {
 	}
 }
 
-func TestOperatorSettingsWin(t *testing.T) {
-	for _, env := range []string{"GOGC", "GOMEMLIMIT"} {
-		t.Run(env, func(t *testing.T) {
-			t.Setenv("GOGC", "")
-			t.Setenv("GOMEMLIMIT", "")
-			t.Setenv(env, "200")
+func TestOperatorGOGCWins(t *testing.T) {
+	for _, v := range []string{"200", "off"} {
+		t.Run(v, func(t *testing.T) {
+			t.Setenv("GOGC", v)
 			if f := Start(32 << 20); f != nil {
 				f.Stop()
-				t.Fatalf("Start tuned the collector although %s is set", env)
+				t.Fatalf("Start tuned the collector although GOGC=%s", v)
 			}
 		})
 	}
+}
+
+// A memory limit (as a Kubernetes example sets from the container limit)
+// does not turn the floor off: the limit bounds the top, the floor the
+// bottom.
+func TestFloorWithMemoryLimit(t *testing.T) {
+	t.Setenv("GOGC", "")
+	t.Setenv("GOMEMLIMIT", "256MiB")
+	f := Start(32 << 20)
+	if f == nil {
+		t.Fatal("Start returned nil with GOMEMLIMIT set")
+	}
+	f.Stop()
 }
