@@ -55,7 +55,7 @@ func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 	p.setForwarded(pr)
 	p.strip.apply(out.Header)
 	if info.UserID != "" {
-		out.Header.Set(p.o.IdentityHeader, info.UserID)
+		out.Header[p.identityKey] = []string{info.UserID}
 	}
 }
 
@@ -65,7 +65,23 @@ func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 // values are kept and the peer is appended to the chain.
 func (p *Proxy) setForwarded(pr *httputil.ProxyRequest) {
 	if !trustedProxies(p.o.TrustedProxies).peerTrusted(pr.In) {
-		pr.SetXForwarded()
+		// SetXForwarded's work, with one allocation for the three values
+		// and no re-canonicalizing of the names: this runs on every
+		// business request.
+		ip, _, err := net.SplitHostPort(pr.In.RemoteAddr)
+		proto := "http"
+		if pr.In.TLS != nil {
+			proto = "https"
+		}
+		vals := []string{ip, pr.In.Host, proto}
+		h := pr.Out.Header
+		if err == nil {
+			h["X-Forwarded-For"] = vals[0:1:1]
+		} else {
+			delete(h, "X-Forwarded-For")
+		}
+		h["X-Forwarded-Host"] = vals[1:2:2]
+		h["X-Forwarded-Proto"] = vals[2:3:3]
 		return
 	}
 	if prior := pr.In.Header.Values("X-Forwarded-For"); len(prior) > 0 {

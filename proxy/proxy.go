@@ -90,6 +90,8 @@ type Proxy struct {
 	rp       *httputil.ReverseProxy
 	upstream *url.URL
 	log      *slog.Logger
+	// identityKey is IdentityHeader in canonical form, set by map index.
+	identityKey string
 }
 
 // New checks the options and returns the handler.
@@ -128,6 +130,8 @@ func New(o Options) (*Proxy, error) {
 		cors:     newCORS(o.TrustedOrigins, o.CORSAllowCredentials, o.CORSMaxAge),
 		upstream: o.Upstream,
 		log:      o.Logger,
+
+		identityKey: http.CanonicalHeaderKey(o.IdentityHeader),
 	}
 	p.rp = &httputil.ReverseProxy{
 		Rewrite:        p.rewrite,
