@@ -3,6 +3,7 @@ package proxy
 import (
 	"strconv"
 	"sync"
+	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -20,8 +21,11 @@ type Metrics struct {
 	duration       *prometheus.HistogramVec
 	failures       *prometheus.CounterVec
 	upstreamErrors *prometheus.CounterVec
-	inflight       prometheus.Gauge
-	refreshes      *prometheus.CounterVec
+	// inflight is read at scrape time: an atomic add per request, where a
+	// prometheus.Gauge does a compare-and-swap loop on a float that both
+	// CPUs contend for.
+	inflight  atomic.Int64
+	refreshes *prometheus.CounterVec
 }
 
 // NewMetrics creates the metrics and registers them with reg.
@@ -40,14 +44,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		upstreamErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "authsidecar_upstream_errors_total", Help: "Failed upstream round trips by kind (unreachable, timeout, canceled).",
 		}, []string{"kind"}),
-		inflight: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "authsidecar_inflight_requests", Help: "Requests being served now.",
-		}),
 		refreshes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "authsidecar_keyset_refreshes_total", Help: "Key set refreshes by trigger (boot, max_age, unknown_kid, issuer) and result (ok, error, skipped_cooldown).",
 		}, []string{"trigger", "result"}),
 	}
-	reg.MustRegister(m.requests, m.duration, m.failures, m.upstreamErrors, m.inflight, m.refreshes)
+	reg.MustRegister(m.requests, m.duration, m.failures, m.upstreamErrors, m.refreshes,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "authsidecar_inflight_requests", Help: "Requests being served now.",
+		}, func() float64 { return float64(m.inflight.Load()) }))
 	for c := range classNames {
 		m.durationByClass[c] = m.duration.WithLabelValues(classNames[c])
 	}

@@ -102,8 +102,8 @@ func Observe(m *Metrics, access AccessLog) Middleware {
 			r = r.WithContext(&st.ctx)
 			info := &st.ctx.info
 			if m != nil {
-				m.inflight.Inc()
-				defer m.inflight.Dec()
+				m.inflight.Add(1)
+				defer m.inflight.Add(-1)
 			}
 			next.ServeHTTP(&st.sw, r)
 			status := st.sw.status
