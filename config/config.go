@@ -187,6 +187,13 @@ type Proxy struct {
 	// headers your backend uses to pick a route, a method or a client.
 	// Default empty.
 	StripHeaders []string `yaml:"strip_headers"`
+	// ForwardAuthorization keeps the Authorization header on requests the
+	// sidecar authenticated with it. Default false: once verified, the
+	// Bearer token is removed, as Envoy's jwt_authn does by default; the
+	// upstream learns the user from the identity header and never holds a
+	// credential it could log or replay. Set true for an upstream that
+	// reads the JWT itself.
+	ForwardAuthorization bool `yaml:"forward_authorization"`
 }
 
 // Limits bounds what one client can make the sidecar do.

@@ -3,6 +3,7 @@ package proxy_test
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -455,5 +456,50 @@ func TestConfiguredStripHeaders(t *testing.T) {
 		if len(got) != 1 || len(got[0].Header.Values("X-Backend-Override")) != 0 {
 			t.Errorf("%s: upstream saw %+v, want X-Backend-Override stripped", path, got)
 		}
+	}
+}
+
+// TestAuthorizationForwarding: a Bearer token the sidecar verified does not
+// reach the upstream unless ForwardAuthorization is set; where the sidecar
+// did not authenticate with it (passthrough, public, cookie-only), the
+// header is the client's business and passes untouched.
+func TestAuthorizationForwarding(t *testing.T) {
+	for _, forward := range []bool{false, true} {
+		t.Run(fmt.Sprintf("forward=%v", forward), func(t *testing.T) {
+			s := newStack(t, func(o *proxy.Options) { o.ForwardAuthorization = forward })
+			cookie, uid, jwt := s.user("fwd@example.com")
+			tests := []struct {
+				name, path string
+				hdr        []string
+				verified   bool // the sidecar authenticated the request with the header
+			}{
+				{"business", "/api/tasks", bearer(jwt), true},
+				{"admin prefix look-alike", "/api/administrator", bearer(jwt), true},
+				{"websocket by header", "/ws/chat", bearer(jwt), true},
+				{"passthrough", "/ws/browser", bearer("opaque"), false},
+				{"public", "/index.html", bearer("opaque"), false},
+				{"cookie-only", "/api/mcp-oauth/authorize", append(bearer("opaque"), "Cookie", cookie), false},
+			}
+			for _, tt := range tests {
+				r := s.do("GET", tt.path, nil, tt.hdr...)
+				if r.status != 200 {
+					t.Fatalf("%s: got %d %s", tt.name, r.status, r.body)
+				}
+				got := s.up.take()
+				if len(got) != 1 {
+					t.Fatalf("%s: upstream got %d requests", tt.name, len(got))
+				}
+				auth := got[0].Header.Values("Authorization")
+				switch {
+				case tt.verified && !forward && len(auth) != 0:
+					t.Errorf("%s: upstream saw the verified token: %q", tt.name, auth)
+				case (!tt.verified || forward) && (len(auth) != 1 || auth[0] != tt.hdr[1]):
+					t.Errorf("%s: upstream saw Authorization %q, want %q", tt.name, auth, tt.hdr[1])
+				}
+				if tt.verified && got[0].Header.Get("X-User-Id") != uid {
+					t.Errorf("%s: upstream saw X-User-Id %q, want %s", tt.name, got[0].Header.Get("X-User-Id"), uid)
+				}
+			}
+		})
 	}
 }

@@ -57,6 +57,12 @@ func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 	if info.UserID != "" {
 		out.Header[p.identityKey] = []string{info.UserID}
 	}
+	// A verified Bearer token has done its job: the identity header says
+	// who the user is, and an upstream that never holds the credential
+	// cannot log or replay it.
+	if info.bearer && !p.o.ForwardAuthorization {
+		delete(out.Header, "Authorization")
+	}
 }
 
 // setForwarded sets X-Forwarded-For/Host/Proto. From an untrusted peer the

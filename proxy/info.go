@@ -13,6 +13,7 @@ type RequestInfo struct {
 	Reason string   // failure reason when refused
 	path   string   // canonical path, forwarded as is
 	token  bool     // a ?token= to strip before forwarding
+	bearer bool     // authenticated by the Authorization header
 	roles  []string // an admin route's roles
 }
 

@@ -51,6 +51,10 @@ type Options struct {
 	// SessionCookieNames are removed from forwarded requests: the upstream
 	// never needs the session. Zero: none removed.
 	SessionCookieNames []string
+	// ForwardAuthorization keeps the Authorization header on requests
+	// authenticated with it. Zero: removed once verified (the identity
+	// header says who the user is).
+	ForwardAuthorization bool
 
 	// TrustedOrigins get CORS headers on /api/*. Zero: none (no CORS).
 	TrustedOrigins []string
@@ -210,6 +214,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (p *Proxy) bearer(w http.ResponseWriter, r *http.Request, info *RequestInfo) bool {
 	token, err := bearerToken(r.Header)
 	if err == nil {
+		info.bearer = true
 		return p.verify(w, r, info, token)
 	}
 	p.refuse(w, info, err, reasonOf(err) != ReasonMissing)

@@ -113,6 +113,7 @@ func buildStack(ctx context.Context, cfg config.Config, secret config.Secret, db
 		TrustedProxies:        trusted,
 		AllowedHosts:          cfg.Proxy.AllowedHosts,
 		StripHeaders:          cfg.Proxy.StripHeaders,
+		ForwardAuthorization:  cfg.Proxy.ForwardAuthorization,
 		Metrics:               metrics,
 		Logger:                log,
 	})
