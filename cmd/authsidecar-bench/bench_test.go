@@ -101,7 +101,7 @@ func TestParseBenchFlags(t *testing.T) {
 		check   func(benchOptions) bool
 	}{
 		{nil, false, func(o benchOptions) bool {
-			return o.Runs == 11 && o.Duration == time.Second && len(o.Scenarios) == len(scenarioDefs)
+			return o.Runs == 21 && o.Duration == 600*time.Millisecond && len(o.Scenarios) == len(scenarioDefs)
 		}},
 		{[]string{"-smoke"}, false, func(o benchOptions) bool { return o.Runs == 1 && o.Duration == 150*time.Millisecond }},
 		{[]string{"-smoke", "-runs", "2"}, false, func(o benchOptions) bool { return o.Runs == 2 }},
