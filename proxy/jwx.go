@@ -81,7 +81,11 @@ func (v *jwtVerifier) Verify(ctx context.Context, token string) (Claims, error) 
 	if !validSubject(tok.Subject()) {
 		return Claims{}, authErr(ReasonBadClaims, errors.New("sub is empty or not printable"))
 	}
-	return Claims{Subject: tok.Subject(), Expires: tok.Expiration(), KID: h.Kid}, nil
+	nbf := tok.IssuedAt()
+	if n := tok.NotBefore(); n.After(nbf) {
+		nbf = n
+	}
+	return Claims{Subject: tok.Subject(), Expires: tok.Expiration(), NotBefore: nbf, KID: h.Kid}, nil
 }
 
 func jwxReason(err error) string {

@@ -113,8 +113,13 @@ func (v *cachingVerifier) Verify(ctx context.Context, token string) (Claims, err
 	sh.mu.Unlock()
 	if ok {
 		// A hit is re-checked: expiry moves with the clock, and a key that
-		// left the set takes its tokens with it.
-		if v.now().Before(c.Expires.Add(v.leeway)) && v.keys.Has(c.KID) {
+		// left the set takes its tokens with it. nbf/iat matter only if the
+		// clock is stepped back; then the token waits, as a miss would.
+		now := v.now()
+		if now.Add(v.leeway).Before(c.NotBefore) {
+			return Claims{}, authErr(ReasonNotYetValid, nil)
+		}
+		if now.Before(c.Expires.Add(v.leeway)) && v.keys.Has(c.KID) {
 			v.m.hits.Add(1)
 			return c, nil
 		}

@@ -55,6 +55,22 @@ func TestVerifiedTokenCache(t *testing.T) {
 		t.Errorf("5 verifications of one token: %d full checks, want 1", got)
 	}
 
+	// A clock stepped back before the token's iat (less the leeway): the
+	// hit is refused as not yet valid, as a full check would, and served
+	// again once the clock catches up.
+	now.Add(-int64(2 * time.Minute))
+	var nyv *proxy.AuthError
+	if _, err := v.Verify(ctx, tok); !errors.As(err, &nyv) || nyv.Reason != proxy.ReasonNotYetValid {
+		t.Fatalf("cached token with the clock 2m before its iat: got %v, want not_yet_valid", err)
+	}
+	now.Add(int64(2 * time.Minute))
+	if c, err := v.Verify(ctx, tok); err != nil || c.Subject != "u1" {
+		t.Fatalf("clock back to normal: got %+v %v", c, err)
+	}
+	if got := inner.n.Load(); got != 1 {
+		t.Errorf("after the clock step: %d full checks, want still 1 (the entry stays cached)", got)
+	}
+
 	// Failures are never cached: each costs a full check.
 	bad := tok[:len(tok)-4] + "AAAA"
 	for range 3 {

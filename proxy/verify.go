@@ -18,7 +18,10 @@ import (
 type Claims struct {
 	Subject string
 	Expires time.Time
-	KID     string
+	// NotBefore is the later of nbf and iat: before it (less the leeway)
+	// the token is not yet valid.
+	NotBefore time.Time
+	KID       string
 }
 
 // Verifier checks a compact JWS JWT and returns its claims. Failures are
