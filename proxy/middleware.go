@@ -54,12 +54,7 @@ const requestIDHeader = "X-Request-Id"
 func RequestID() Middleware {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			// Direct map access: the server stores header names canonical,
-			// and Get/Set would re-canonicalize on every request.
-			var id string
-			if v := r.Header[requestIDHeader]; len(v) > 0 {
-				id = v[0]
-			}
+			id := requestID(r.Header)
 			vals := []string{id}
 			if !validRequestID(id) {
 				// math/rand/v2's generator is ChaCha8 seeded by the OS:
@@ -75,6 +70,15 @@ func RequestID() Middleware {
 			next.ServeHTTP(w, r)
 		})
 	}
+}
+
+// requestID reads X-Request-Id by map index: the server stores header
+// names canonical, and Header.Get would re-canonicalize on every request.
+func requestID(h http.Header) string {
+	if v := h[requestIDHeader]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
 }
 
 func validRequestID(id string) bool {
@@ -129,10 +133,7 @@ func Observe(m *Metrics, access AccessLog) Middleware {
 			if len(path) > 256 {
 				path = path[:256]
 			}
-			var id string
-			if v := r.Header[requestIDHeader]; len(v) > 0 {
-				id = v[0]
-			}
+			id := requestID(r.Header)
 			st.entry = AccessEntry{
 				Time: end, Method: r.Method, Path: path, Class: class, Status: status,
 				Duration: elapsed, Bytes: st.sw.bytes, RequestID: id, UserID: info.UserID, Reason: info.Reason,

@@ -119,14 +119,15 @@ func (v *cachingVerifier) Verify(ctx context.Context, token string) (Claims, err
 		if now.Add(v.leeway).Before(c.NotBefore) {
 			return Claims{}, authErr(ReasonNotYetValid, nil)
 		}
-		if now.Before(c.Expires.Add(v.leeway)) && v.keys.Has(c.KID) {
+		live := now.Before(c.Expires.Add(v.leeway))
+		if live && v.keys.Has(c.KID) {
 			v.m.hits.Add(1)
 			return c, nil
 		}
 		sh.mu.Lock()
 		delete(sh.items, key)
 		sh.mu.Unlock()
-		if !v.now().Before(c.Expires.Add(v.leeway)) {
+		if !live {
 			return Claims{}, authErr(ReasonExpired, nil)
 		}
 	}
