@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/authsidecar/authsidecar/issuer"
-	"github.com/authsidecar/authsidecar/sqlite"
+	"github.com/authsidecar/authsidecar/sqlstore"
 )
 
 const testSecret = "0123456789abcdefghijklmnopqrstuvwxyz-test-secret"
@@ -35,7 +35,7 @@ func (c *clock) Add(d time.Duration) {
 
 type env struct {
 	t      testing.TB
-	db     *sqlite.DB
+	db     *sqlstore.DB
 	dbPath string
 	iss    *issuer.Issuer
 	srv    *httptest.Server
@@ -43,9 +43,9 @@ type env struct {
 	opts   issuer.Options
 }
 
-func openDB(t testing.TB, path string) *sqlite.DB {
+func openDB(t testing.TB, path string) *sqlstore.DB {
 	t.Helper()
-	db, err := sqlite.Open(context.Background(), path)
+	db, err := sqlstore.OpenSQLite(context.Background(), path)
 	if err != nil {
 		t.Fatalf("open db: %v", err)
 	}

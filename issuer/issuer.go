@@ -50,7 +50,9 @@ type Options struct {
 	// Zero: GOMAXPROCS.
 	PasswordHashConcurrency int
 	// SignInPerIP, SignInPerEmail and SignUpPerIP limit attempts with token
-	// buckets (429 with Retry-After beyond). Zero: no limit.
+	// buckets (429 with Retry-After beyond). Zero: no limit. The per-email
+	// buckets live in the store, shared by every replica on it; the per-IP
+	// ones in this process.
 	SignInPerIP, SignInPerEmail, SignUpPerIP Rate
 	// ClientIP names the client of a request for rate limits and session
 	// records. Zero: the TCP peer address. The proxy supplies one that
@@ -92,7 +94,7 @@ type Issuer struct {
 	metrics    *metrics
 	clientIP   func(*http.Request) string
 	signInIP   *limiter
-	signInMail *limiter
+	signInMail *sharedLimiter
 	signUpIP   *limiter
 }
 
@@ -173,7 +175,7 @@ func New(ctx context.Context, o Options) (*Issuer, error) {
 		metrics:    newMetrics(o.Registerer),
 		clientIP:   o.ClientIP,
 		signInIP:   newLimiter(o.SignInPerIP, o.Now),
-		signInMail: newLimiter(o.SignInPerEmail, o.Now),
+		signInMail: newSharedLimiter(o.Store, o.SignInPerEmail, "signin_email:", o.Now),
 		signUpIP:   newLimiter(o.SignUpPerIP, o.Now),
 	}
 	if iss.clientIP == nil {

@@ -150,8 +150,17 @@ func (k *keyring) signingKey(ctx context.Context) (*keyEntry, error) {
 	}
 	k.create.Lock()
 	defer k.create.Unlock()
-	// Another request may have created it while we waited.
+	unlock, err := k.store.LockKeys(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("lock keys: %w", err)
+	}
+	defer unlock()
+	// Another request, or another replica, may have created it while we
+	// waited.
 	if e, err := k.currentSigner(ctx); err != nil || e != nil {
+		if e != nil {
+			k.announce(e)
+		}
 		return e, err
 	}
 	return k.createKey(ctx)
@@ -191,6 +200,11 @@ func (k *keyring) hasSigner() bool {
 func (k *keyring) rotate(ctx context.Context) (*keyEntry, error) {
 	k.create.Lock()
 	defer k.create.Unlock()
+	unlock, err := k.store.LockKeys(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("lock keys: %w", err)
+	}
+	defer unlock()
 	entries, err := k.read(ctx)
 	if err != nil {
 		return nil, err

@@ -69,6 +69,15 @@ type Store interface {
 	InsertKey(ctx context.Context, k KeyRecord) error
 	// SetKeyExpiry sets a key's expires_at (the end of its signing period).
 	SetKeyExpiry(ctx context.Context, kid string, at time.Time) error
+	// LockKeys serializes key creation among every process sharing the
+	// store, so replicas starting together on an empty database make one
+	// signing key, not one each. unlock must be called exactly once.
+	LockKeys(ctx context.Context) (unlock func(), err error)
+	// TakeToken takes one token from the token bucket named key, shared by
+	// every process on the store, reading and writing it in one
+	// transaction with r.Take. wait is zero when a token was taken, else
+	// how long until one is available.
+	TakeToken(ctx context.Context, key string, r Rate, now time.Time) (wait time.Duration, err error)
 }
 
 // Store errors. Implementations return these (possibly wrapped).

@@ -1,6 +1,7 @@
 package issuer
 
 import (
+	"context"
 	"math"
 	"net/http"
 	"strconv"
@@ -14,6 +15,70 @@ import (
 type Rate struct {
 	N   int
 	Per time.Duration
+}
+
+// Bucket is a token bucket as a store keeps it: Tokens left at At.
+type Bucket struct {
+	Tokens float64
+	At     time.Time
+}
+
+// Take takes one token from b at now: a bucket holds at most r.N tokens
+// and refills at r.N per r.Per; a missing bucket (found false) is full.
+// It returns the bucket to store and, when no whole token was left, how
+// long until one is (nothing is taken then). Stores call it inside the
+// transaction that read b, so the arithmetic lives in one place.
+func (r Rate) Take(b Bucket, found bool, now time.Time) (next Bucket, wait time.Duration) {
+	burst := float64(r.N)
+	tokens := burst
+	if found {
+		tokens = b.Tokens
+		if el := now.Sub(b.At); el > 0 {
+			tokens += el.Seconds() * burst / r.Per.Seconds()
+		}
+		tokens = min(tokens, burst)
+	}
+	// A replica whose clock runs behind must not move the bucket back in
+	// time: the next reader would count the difference as refill.
+	at := now
+	if found && b.At.After(now) {
+		at = b.At
+	}
+	if tokens >= 1 {
+		return Bucket{Tokens: tokens - 1, At: at}, 0
+	}
+	wait = time.Duration((1 - tokens) * float64(r.Per) / burst)
+	return Bucket{Tokens: tokens, At: at}, max(wait, time.Millisecond)
+}
+
+// sharedLimiter keeps its buckets in the store, so a limit holds across
+// every replica on the database: guesses at one account's password spread
+// over N replicas get no more tries than against one.
+type sharedLimiter struct {
+	store  Store
+	rate   Rate
+	prefix string // namespaces the keys of one limit in the shared table
+	now    func() time.Time
+}
+
+func newSharedLimiter(store Store, r Rate, prefix string, now func() time.Time) *sharedLimiter {
+	if r.N <= 0 || r.Per <= 0 {
+		return nil
+	}
+	return &sharedLimiter{store: store, rate: r, prefix: prefix, now: now}
+}
+
+// allow takes one token for key; err means the store could not answer,
+// and the caller fails closed.
+func (l *sharedLimiter) allow(ctx context.Context, key string) (bool, time.Duration, error) {
+	if l == nil {
+		return true, 0, nil
+	}
+	wait, err := l.store.TakeToken(ctx, l.prefix+key, l.rate, l.now())
+	if err != nil {
+		return false, 0, err
+	}
+	return wait == 0, wait, nil
 }
 
 // maxLimiterKeys bounds each limiter table: a flood of distinct IPs or

@@ -36,7 +36,9 @@ func (iss *Issuer) signIn(w http.ResponseWriter, r *http.Request) *apiError {
 	}
 	// Per email, whoever asks: slows guessing one account's password from
 	// many addresses. Checked before any hashing.
-	if ok, wait := iss.signInMail.allow(strings.ToLower(email)); !ok {
+	if ok, wait, err := iss.signInMail.allow(r.Context(), strings.ToLower(email)); err != nil {
+		return storeErr(err)
+	} else if !ok {
 		return tooMany(w, wait)
 	}
 	// Refused before hashing: a megabyte password must not buy scrypt time.

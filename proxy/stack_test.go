@@ -17,7 +17,7 @@ import (
 
 	"github.com/authsidecar/authsidecar/issuer"
 	"github.com/authsidecar/authsidecar/proxy"
-	"github.com/authsidecar/authsidecar/sqlite"
+	"github.com/authsidecar/authsidecar/sqlstore"
 )
 
 const (
@@ -113,7 +113,7 @@ func (c *counter) total() int {
 // verifier, the proxy, and a real upstream behind it.
 type stack struct {
 	t        *testing.T
-	db       *sqlite.DB
+	db       *sqlstore.DB
 	dbPath   string
 	iss      *issuer.Issuer
 	keys     *proxy.KeyCache
@@ -143,7 +143,7 @@ func newStack(t *testing.T, mutate ...func(*proxy.Options)) *stack {
 	t.Helper()
 	s := &stack{t: t, clock: &clock{t: time.Now().UTC()}, queries: &counter{n: map[string]int{}}, refreshe: &counter{n: map[string]int{}}}
 	s.dbPath = filepath.Join(t.TempDir(), "auth.db")
-	db, err := sqlite.Open(context.Background(), s.dbPath)
+	db, err := sqlstore.OpenSQLite(context.Background(), s.dbPath)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/authsidecar/authsidecar/issuer"
-	"github.com/authsidecar/authsidecar/sqlite" // also registers the "sqlite" driver
+	"github.com/authsidecar/authsidecar/sqlstore" // also registers the "sqlite" driver
 )
 
 // seedBatch is how many users one transaction inserts.
@@ -27,7 +27,7 @@ const seedBatch = 10000
 // measurement (issue 6, part 4). Every user is user<i>@example.com with
 // the benchmark's password; they share one precomputed scrypt hash (in
 // Better Auth's format, at Better Auth's cost), so seeding costs one hash,
-// not N. The schema comes from sqlite.Open, which runs the migrations.
+// not N. The schema comes from sqlstore.OpenSQLite, which runs the migrations.
 func runSeed(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	flags := flag.NewFlagSet("seed", flag.ContinueOnError)
 	flags.SetOutput(stderr)
@@ -40,7 +40,7 @@ func runSeed(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return fmt.Errorf("%w: seed -users N -db PATH (N in 1..10000000)", errUsage)
 	}
 	began := time.Now()
-	db, err := sqlite.Open(ctx, *path)
+	db, err := sqlstore.OpenSQLite(ctx, *path)
 	if err != nil {
 		return err
 	}

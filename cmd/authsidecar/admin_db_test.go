@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/authsidecar/authsidecar/sqlite"
+	"github.com/authsidecar/authsidecar/sqlstore"
 )
 
 // TestDBBackup backs up the database of a running sidecar and opens the
@@ -40,7 +40,7 @@ func TestDBBackup(t *testing.T) {
 	ctx := context.Background()
 	emails := func(path string) string {
 		t.Helper()
-		db, err := sqlite.Open(ctx, path)
+		db, err := sqlstore.OpenSQLite(ctx, path)
 		if err != nil {
 			t.Fatalf("open %s: %v", path, err)
 		}

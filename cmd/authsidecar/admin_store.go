@@ -14,7 +14,7 @@ import (
 
 	"github.com/authsidecar/authsidecar/config"
 	"github.com/authsidecar/authsidecar/issuer"
-	"github.com/authsidecar/authsidecar/sqlite"
+	"github.com/authsidecar/authsidecar/sqlstore"
 )
 
 // adminEnv is what an admin command works on: the config, the secret when
@@ -22,7 +22,7 @@ import (
 type adminEnv struct {
 	cfg    config.Config
 	secret config.Secret // zero unless asked for
-	db     *sqlite.DB
+	db     *sqlstore.DB
 }
 
 // openAdmin loads the config (and the secret when withSecret) and opens the

@@ -11,7 +11,7 @@ import (
 	"github.com/authsidecar/authsidecar/config"
 	"github.com/authsidecar/authsidecar/issuer"
 	"github.com/authsidecar/authsidecar/proxy"
-	"github.com/authsidecar/authsidecar/sqlite"
+	"github.com/authsidecar/authsidecar/sqlstore"
 	"github.com/authsidecar/authsidecar/webclient"
 )
 
@@ -40,7 +40,7 @@ func (k *issuerKeys) PublicKeys(ctx context.Context) ([]proxy.Key, error) {
 
 // buildStack wires issuer, key cache, verifier and proxy from the config.
 // It loads the key set before returning, so the first request finds it.
-func buildStack(ctx context.Context, cfg config.Config, secret config.Secret, db *sqlite.DB, lg logs, reg prometheus.Registerer) (*stack, error) {
+func buildStack(ctx context.Context, cfg config.Config, secret config.Secret, db *sqlstore.DB, lg logs, reg prometheus.Registerer) (*stack, error) {
 	log := lg.log
 	metrics := proxy.NewMetrics(reg)
 	src := &issuerKeys{}
@@ -132,7 +132,7 @@ func buildStack(ctx context.Context, cfg config.Config, secret config.Secret, db
 // countQueries counts every store query by the route class of the request
 // that caused it: the contract's "zero queries on business routes" made
 // visible live (authsidecar_db_queries_total{class="business"} stays 0).
-func countQueries(db *sqlite.DB, reg prometheus.Registerer) {
+func countQueries(db *sqlstore.DB, reg prometheus.Registerer) {
 	queries := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "authsidecar_db_queries_total", Help: "Store queries by the route class that caused them (keyset: key cache reads; other: start-up and background work).",
 	}, []string{"class"})

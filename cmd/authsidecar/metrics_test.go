@@ -18,7 +18,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 
 	"github.com/authsidecar/authsidecar/config"
-	"github.com/authsidecar/authsidecar/sqlite"
+	"github.com/authsidecar/authsidecar/sqlstore"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
@@ -31,7 +31,7 @@ func TestMetricsGolden(t *testing.T) {
 	cfg := config.Default()
 	cfg.Upstream = up.URL
 	cfg.Database.Path = filepath.Join(t.TempDir(), "auth.db")
-	db, err := sqlite.Open(context.Background(), cfg.Database.Path)
+	db, err := sqlstore.OpenSQLite(context.Background(), cfg.Database.Path)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,7 +18,7 @@ import (
 
 	"github.com/authsidecar/authsidecar/config"
 	"github.com/authsidecar/authsidecar/server"
-	"github.com/authsidecar/authsidecar/sqlite"
+	"github.com/authsidecar/authsidecar/sqlstore"
 )
 
 // BenchmarkServeBusiness drives authenticated business GETs over loopback
@@ -34,7 +34,7 @@ func BenchmarkServeBusiness(b *testing.B) {
 	cfg := config.Default()
 	cfg.Upstream = up.URL
 	cfg.Database.Path = filepath.Join(b.TempDir(), "auth.db")
-	db, err := sqlite.Open(context.Background(), cfg.Database.Path)
+	db, err := sqlstore.OpenSQLite(context.Background(), cfg.Database.Path)
 	if err != nil {
 		b.Fatal(err)
 	}

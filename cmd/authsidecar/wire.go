@@ -11,7 +11,7 @@ import (
 	"github.com/authsidecar/authsidecar/config"
 	"github.com/authsidecar/authsidecar/issuer"
 	"github.com/authsidecar/authsidecar/proxy"
-	"github.com/authsidecar/authsidecar/sqlite"
+	"github.com/authsidecar/authsidecar/sqlstore"
 )
 
 // loadConfig reads the config file and the secret. Both are needed by
@@ -64,8 +64,8 @@ func newLogger(cfg config.Log, w io.Writer) *slog.Logger {
 	return slog.New(slog.NewJSONHandler(w, opts))
 }
 
-func openStore(ctx context.Context, cfg config.Config) (*sqlite.DB, error) {
-	db, err := sqlite.Open(ctx, cfg.Database.Path)
+func openStore(ctx context.Context, cfg config.Config) (*sqlstore.DB, error) {
+	db, err := sqlstore.OpenSQLite(ctx, cfg.Database.Path)
 	if err != nil {
 		return nil, fmt.Errorf("database %s: %w", cfg.Database.Path, err)
 	}

@@ -1,4 +1,4 @@
-package sqlite_test
+package sqlstore_test
 
 import (
 	"context"
@@ -10,14 +10,14 @@ import (
 	"time"
 
 	"github.com/authsidecar/authsidecar/issuer"
-	"github.com/authsidecar/authsidecar/sqlite"
+	"github.com/authsidecar/authsidecar/sqlstore"
 )
 
 // MustOpenDB opens a fresh database file in a temp dir.
-func MustOpenDB(tb testing.TB) (*sqlite.DB, string) {
+func MustOpenDB(tb testing.TB) (*sqlstore.DB, string) {
 	tb.Helper()
 	path := filepath.Join(tb.TempDir(), "test.db")
-	db, err := sqlite.Open(context.Background(), path)
+	db, err := sqlstore.OpenSQLite(context.Background(), path)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -44,7 +44,7 @@ func TestOpenMigratesOnceAndRestrictsMode(t *testing.T) {
 	db.Close()
 
 	// Reopening runs no migration twice and keeps the data.
-	db2, err := sqlite.Open(ctx, path)
+	db2, err := sqlstore.OpenSQLite(ctx, path)
 	if err != nil {
 		t.Fatalf("reopen: %v", err)
 	}
@@ -77,7 +77,7 @@ func TestOpenMigratesOnceAndRestrictsMode(t *testing.T) {
 func TestOpenRefusesNewerSchema(t *testing.T) {
 	db, path := MustOpenDB(t)
 	db.Close()
-	raw, err := sqlite.Open(context.Background(), path)
+	raw, err := sqlstore.OpenSQLite(context.Background(), path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,14 +85,14 @@ func TestOpenRefusesNewerSchema(t *testing.T) {
 		t.Fatal(err)
 	}
 	raw.Close()
-	_, err = sqlite.Open(context.Background(), path)
+	_, err = sqlstore.OpenSQLite(context.Background(), path)
 	if err == nil || !strings.Contains(err.Error(), "newer than this binary") {
 		t.Fatalf("got %v, want a refusal to run on a newer schema", err)
 	}
 }
 
 func TestOpenFailsClearly(t *testing.T) {
-	_, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "missing-dir", "x.db"))
+	_, err := sqlstore.OpenSQLite(context.Background(), filepath.Join(t.TempDir(), "missing-dir", "x.db"))
 	if err == nil || !strings.Contains(err.Error(), "open database") {
 		t.Fatalf("got %v, want an open database error", err)
 	}

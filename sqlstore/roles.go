@@ -1,4 +1,4 @@
-package sqlite
+package sqlstore
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 )
 
 // HasAnyRole reports, in one query, whether the user holds any of roles.
@@ -21,7 +22,7 @@ func (db *DB) HasAnyRole(ctx context.Context, userID string, roles []string) (bo
 	}
 	q := `SELECT 1 FROM user_role WHERE user_id = ? AND role IN (?` + strings.Repeat(", ?", len(roles)-1) + `) LIMIT 1`
 	var one int
-	err := db.r.QueryRowContext(ctx, q, args...).Scan(&one)
+	err := db.queryRow(ctx, q, args...).Scan(&one)
 	if errors.Is(err, sql.ErrNoRows) {
 		return false, nil
 	}
@@ -34,8 +35,8 @@ func (db *DB) HasAnyRole(ctx context.Context, userID string, roles []string) (bo
 // GrantRole gives a user a role; granting one already held is no error.
 func (db *DB) GrantRole(ctx context.Context, userID, role string) error {
 	db.observe(ctx, "grant_role")
-	_, err := db.w.ExecContext(ctx,
-		`INSERT INTO user_role (user_id, role, created_at) VALUES (?, ?, strftime('%s','now') * 1000) ON CONFLICT DO NOTHING`, userID, role)
+	_, err := db.exec(ctx,
+		`INSERT INTO user_role (user_id, role, created_at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING`, userID, role, ms(time.Now()))
 	if err != nil {
 		return fmt.Errorf("grant role: %w", err)
 	}

@@ -1,11 +1,10 @@
-package sqlite
+package sqlstore
 
 import (
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/authsidecar/authsidecar/issuer"
@@ -14,26 +13,34 @@ import (
 // CreateUser inserts user, credential account and first session atomically.
 func (db *DB) CreateUser(ctx context.Context, u issuer.User, passwordHash string, s issuer.Session) error {
 	db.observe(ctx, "create_user")
-	return db.withTx(ctx, func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx,
-			`INSERT INTO "user" (id, name, email, email_verified, image, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)`,
-			u.ID, u.Name, u.Email, u.EmailVerified, u.Image, ms(u.CreatedAt), ms(u.UpdatedAt))
-		if err != nil {
-			if isUniqueViolation(err) {
-				return issuer.ErrEmailTaken
-			}
-			return fmt.Errorf("insert user: %w", err)
+	return db.withTx(ctx, func(t tx) error {
+		if err := insertUser(ctx, t, u); err != nil {
+			return err
 		}
 		// The credential account's id is derived: it is never exposed and a
 		// user has exactly one.
-		_, err = tx.ExecContext(ctx,
+		_, err := t.exec(ctx,
 			`INSERT INTO account (id, account_id, provider_id, user_id, password, created_at, updated_at) VALUES (?, ?, 'credential', ?, ?, ?, ?)`,
 			"cred_"+u.ID, u.ID, u.ID, passwordHash, ms(u.CreatedAt), ms(u.UpdatedAt))
 		if err != nil {
 			return fmt.Errorf("insert account: %w", err)
 		}
-		return insertSession(ctx, tx, s)
+		return insertSession(ctx, t, s)
 	})
+}
+
+// insertUser inserts u; a taken email is issuer.ErrEmailTaken.
+func insertUser(ctx context.Context, t tx, u issuer.User) error {
+	_, err := t.exec(ctx,
+		`INSERT INTO "user" (id, name, email, email_verified, image, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+		u.ID, u.Name, u.Email, u.EmailVerified, u.Image, ms(u.CreatedAt), ms(u.UpdatedAt))
+	if t.db.dl.uniqueViolation(err) {
+		return issuer.ErrEmailTaken
+	}
+	if err != nil {
+		return fmt.Errorf("insert user %s: %w", u.ID, err)
+	}
+	return nil
 }
 
 const userColumns = `u.id, u.name, u.email, u.email_verified, u.image, u.created_at, u.updated_at`
@@ -58,7 +65,7 @@ func scanUser(sc interface{ Scan(...any) error }, extra ...any) (issuer.User, er
 func (db *DB) CredentialByEmail(ctx context.Context, email string) (issuer.User, string, error) {
 	db.observe(ctx, "credential_by_email")
 	var hash sql.NullString
-	row := db.r.QueryRowContext(ctx,
+	row := db.queryRow(ctx,
 		`SELECT `+userColumns+`, a.password FROM "user" u
 		 JOIN account a ON a.user_id = u.id AND a.provider_id = 'credential'
 		 WHERE u.email = ?`, email)
@@ -76,7 +83,7 @@ func (db *DB) CredentialByEmail(ctx context.Context, email string) (issuer.User,
 func (db *DB) PasswordHash(ctx context.Context, userID string) (string, error) {
 	db.observe(ctx, "password_hash")
 	var hash sql.NullString
-	err := db.r.QueryRowContext(ctx,
+	err := db.queryRow(ctx,
 		`SELECT password FROM account WHERE user_id = ? AND provider_id = 'credential'`, userID).Scan(&hash)
 	if errors.Is(err, sql.ErrNoRows) || (err == nil && !hash.Valid) {
 		return "", issuer.ErrNotFound
@@ -90,7 +97,7 @@ func (db *DB) PasswordHash(ctx context.Context, userID string) (string, error) {
 // SetPassword replaces the credential hash.
 func (db *DB) SetPassword(ctx context.Context, userID, hash string, now time.Time) error {
 	db.observe(ctx, "set_password")
-	res, err := db.w.ExecContext(ctx,
+	res, err := db.exec(ctx,
 		`UPDATE account SET password = ?, updated_at = ? WHERE user_id = ? AND provider_id = 'credential'`,
 		hash, ms(now), userID)
 	if err != nil {
@@ -100,10 +107,4 @@ func (db *DB) SetPassword(ctx context.Context, userID, hash string, now time.Tim
 		return issuer.ErrNotFound
 	}
 	return nil
-}
-
-func isUniqueViolation(err error) bool {
-	// modernc reports "constraint failed: UNIQUE constraint failed: ..." with
-	// extended code 2067; the message is stable across versions.
-	return err != nil && strings.Contains(err.Error(), "UNIQUE constraint failed")
 }

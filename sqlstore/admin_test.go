@@ -1,4 +1,4 @@
-package sqlite_test
+package sqlstore_test
 
 import (
 	"context"
@@ -11,11 +11,11 @@ import (
 	"time"
 
 	"github.com/authsidecar/authsidecar/issuer"
-	"github.com/authsidecar/authsidecar/sqlite"
+	"github.com/authsidecar/authsidecar/sqlstore"
 )
 
 // mustCreateUser stores a user with one session expiring at sessionExp.
-func mustCreateUser(t *testing.T, db *sqlite.DB, id, email string, created, sessionExp time.Time) {
+func mustCreateUser(t *testing.T, db *sqlstore.DB, id, email string, created, sessionExp time.Time) {
 	t.Helper()
 	u := issuer.User{ID: id, Name: "Name " + id, Email: email, CreatedAt: created, UpdatedAt: created}
 	s := issuer.Session{ID: "s-" + id, Token: "t-" + id, UserID: id, ExpiresAt: sessionExp, CreatedAt: created, UpdatedAt: created, Remember: true}
@@ -156,7 +156,7 @@ func TestBackup(t *testing.T) {
 	// Writes after the backup do not reach it.
 	mustCreateUser(t, db, "u3", "cy@example.com", now, now.Add(time.Hour))
 
-	copyDB, err := sqlite.Open(ctx, path)
+	copyDB, err := sqlstore.OpenSQLite(ctx, path)
 	if err != nil {
 		t.Fatalf("open backup: %v", err)
 	}

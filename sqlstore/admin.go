@@ -1,4 +1,4 @@
-package sqlite
+package sqlstore
 
 import (
 	"context"
@@ -16,32 +16,10 @@ import (
 // matched exactly: pass them lower-cased, as they are stored. An unknown
 // email is issuer.ErrNotFound.
 
-// UserSummary is a user and how many of its sessions have not expired.
-type UserSummary struct {
-	issuer.User
-	LiveSessions int
-}
-
-// RoleGrant is one user_role row with its user's email.
-type RoleGrant struct {
-	UserID    string
-	Email     string
-	Role      string
-	CreatedAt time.Time
-}
-
-// DeletedUser is what DeleteUserByEmail removed: the user and, by ON
-// DELETE CASCADE, its sessions, roles and accounts.
-type DeletedUser struct {
-	User     issuer.User
-	Sessions int // every session row, live or expired
-	Roles    int
-}
-
 // UserByEmail returns the user with that email.
 func (db *DB) UserByEmail(ctx context.Context, email string) (issuer.User, error) {
 	db.observe(ctx, "user_by_email")
-	u, err := scanUser(db.r.QueryRowContext(ctx, `SELECT `+userColumns+` FROM "user" u WHERE u.email = ?`, email))
+	u, err := scanUser(db.queryRow(ctx, `SELECT `+userColumns+` FROM "user" u WHERE u.email = ?`, email))
 	if errors.Is(err, sql.ErrNoRows) {
 		return issuer.User{}, issuer.ErrNotFound
 	}
@@ -53,18 +31,18 @@ func (db *DB) UserByEmail(ctx context.Context, email string) (issuer.User, error
 
 // Users returns every user, oldest first, with its sessions still live at
 // now.
-func (db *DB) Users(ctx context.Context, now time.Time) ([]UserSummary, error) {
+func (db *DB) Users(ctx context.Context, now time.Time) ([]issuer.UserSummary, error) {
 	db.observe(ctx, "list_users")
-	rows, err := db.r.QueryContext(ctx,
+	rows, err := db.query(ctx,
 		`SELECT `+userColumns+`, (SELECT count(*) FROM session s WHERE s.user_id = u.id AND s.expires_at > ?)
 		 FROM "user" u ORDER BY u.created_at, u.email`, ms(now))
 	if err != nil {
 		return nil, fmt.Errorf("list users: %w", err)
 	}
 	defer rows.Close()
-	var out []UserSummary
+	var out []issuer.UserSummary
 	for rows.Next() {
-		var s UserSummary
+		var s issuer.UserSummary
 		if s.User, err = scanUser(rows, &s.LiveSessions); err != nil {
 			return nil, fmt.Errorf("scan user: %w", err)
 		}
@@ -79,31 +57,31 @@ func (db *DB) Users(ctx context.Context, now time.Time) ([]UserSummary, error) {
 // DeleteUserByEmail deletes the user; its sessions, roles and accounts go
 // with it (ON DELETE CASCADE; Open turns foreign keys on). JWTs already
 // issued to it are not affected: nothing can reach them.
-func (db *DB) DeleteUserByEmail(ctx context.Context, email string) (DeletedUser, error) {
+func (db *DB) DeleteUserByEmail(ctx context.Context, email string) (issuer.DeletedUser, error) {
 	db.observe(ctx, "delete_user")
-	var d DeletedUser
-	err := db.withTx(ctx, func(tx *sql.Tx) error {
+	var d issuer.DeletedUser
+	err := db.withTx(ctx, func(t tx) error {
 		var err error
-		d.User, err = scanUser(tx.QueryRowContext(ctx, `SELECT `+userColumns+` FROM "user" u WHERE u.email = ?`, email))
+		d.User, err = scanUser(t.queryRow(ctx, `SELECT `+userColumns+` FROM "user" u WHERE u.email = ?`, email))
 		if errors.Is(err, sql.ErrNoRows) {
 			return issuer.ErrNotFound
 		}
 		if err != nil {
 			return fmt.Errorf("user by email: %w", err)
 		}
-		err = tx.QueryRowContext(ctx,
+		err = t.queryRow(ctx,
 			`SELECT (SELECT count(*) FROM session WHERE user_id = ?), (SELECT count(*) FROM user_role WHERE user_id = ?)`,
 			d.User.ID, d.User.ID).Scan(&d.Sessions, &d.Roles)
 		if err != nil {
 			return fmt.Errorf("count user rows: %w", err)
 		}
-		if _, err := tx.ExecContext(ctx, `DELETE FROM "user" WHERE id = ?`, d.User.ID); err != nil {
+		if _, err := t.exec(ctx, `DELETE FROM "user" WHERE id = ?`, d.User.ID); err != nil {
 			return fmt.Errorf("delete user: %w", err)
 		}
 		return nil
 	})
 	if err != nil {
-		return DeletedUser{}, err
+		return issuer.DeletedUser{}, err
 	}
 	return d, nil
 }
@@ -112,12 +90,12 @@ func (db *DB) DeleteUserByEmail(ctx context.Context, email string) (DeletedUser,
 // already held it.
 func (db *DB) GrantRoleByEmail(ctx context.Context, email, role string, now time.Time) (added bool, err error) {
 	db.observe(ctx, "grant_role")
-	err = db.withTx(ctx, func(tx *sql.Tx) error {
-		id, err := userIDByEmail(ctx, tx, email)
+	err = db.withTx(ctx, func(t tx) error {
+		id, err := userIDByEmail(ctx, t, email)
 		if err != nil {
 			return err
 		}
-		res, err := tx.ExecContext(ctx,
+		res, err := t.exec(ctx,
 			`INSERT INTO user_role (user_id, role, created_at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING`, id, role, ms(now))
 		if err != nil {
 			return fmt.Errorf("grant role: %w", err)
@@ -136,12 +114,12 @@ func (db *DB) GrantRoleByEmail(ctx context.Context, email, role string, now time
 // the user did not hold it.
 func (db *DB) RevokeRoleByEmail(ctx context.Context, email, role string) (removed bool, err error) {
 	db.observe(ctx, "revoke_role")
-	err = db.withTx(ctx, func(tx *sql.Tx) error {
-		id, err := userIDByEmail(ctx, tx, email)
+	err = db.withTx(ctx, func(t tx) error {
+		id, err := userIDByEmail(ctx, t, email)
 		if err != nil {
 			return err
 		}
-		res, err := tx.ExecContext(ctx, `DELETE FROM user_role WHERE user_id = ? AND role = ?`, id, role)
+		res, err := t.exec(ctx, `DELETE FROM user_role WHERE user_id = ? AND role = ?`, id, role)
 		if err != nil {
 			return fmt.Errorf("revoke role: %w", err)
 		}
@@ -155,9 +133,9 @@ func (db *DB) RevokeRoleByEmail(ctx context.Context, email, role string) (remove
 	return removed, err
 }
 
-func userIDByEmail(ctx context.Context, tx *sql.Tx, email string) (string, error) {
+func userIDByEmail(ctx context.Context, t tx, email string) (string, error) {
 	var id string
-	err := tx.QueryRowContext(ctx, `SELECT id FROM "user" WHERE email = ?`, email).Scan(&id)
+	err := t.queryRow(ctx, `SELECT id FROM "user" WHERE email = ?`, email).Scan(&id)
 	if errors.Is(err, sql.ErrNoRows) {
 		return "", issuer.ErrNotFound
 	}
@@ -170,7 +148,7 @@ func userIDByEmail(ctx context.Context, tx *sql.Tx, email string) (string, error
 // RoleGrants returns the granted roles ordered by email and role: every
 // user's when email is empty, else that user's (none is an empty list, an
 // unknown email issuer.ErrNotFound).
-func (db *DB) RoleGrants(ctx context.Context, email string) ([]RoleGrant, error) {
+func (db *DB) RoleGrants(ctx context.Context, email string) ([]issuer.RoleGrant, error) {
 	db.observe(ctx, "list_roles")
 	// The LEFT JOIN tells "no such user" (no row) from "no roles" (one row
 	// with a NULL role) in one query.
@@ -180,16 +158,16 @@ func (db *DB) RoleGrants(ctx context.Context, email string) ([]RoleGrant, error)
 		q = `SELECT u.id, u.email, r.role, r.created_at FROM "user" u LEFT JOIN user_role r ON r.user_id = u.id WHERE u.email = ? ORDER BY r.role`
 		args = append(args, email)
 	}
-	rows, err := db.r.QueryContext(ctx, q, args...)
+	rows, err := db.query(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list roles: %w", err)
 	}
 	defer rows.Close()
-	out := []RoleGrant{}
+	out := []issuer.RoleGrant{}
 	found := false
 	for rows.Next() {
 		found = true
-		var g RoleGrant
+		var g issuer.RoleGrant
 		var role sql.NullString
 		var created sql.NullInt64
 		if err := rows.Scan(&g.UserID, &g.Email, &role, &created); err != nil {
@@ -217,6 +195,9 @@ func (db *DB) RoleGrants(ctx context.Context, email string) ([]RoleGrant, error)
 // and removed again if the copy fails.
 func (db *DB) Backup(ctx context.Context, path string) error {
 	db.observe(ctx, "backup")
+	if db.dl != sqliteDialect {
+		return errors.New("backup: only SQLite databases are backed up by authsidecar; use pg_dump for PostgreSQL")
+	}
 	// Absolute, so SQLite never reads it as a "file:" URI.
 	abs, err := filepath.Abs(path)
 	if err != nil {

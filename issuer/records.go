@@ -1,0 +1,52 @@
+package issuer
+
+import "time"
+
+// The records below are what the admin CLI and "db copy" read and write
+// through a store; the request path uses none of them. They live here,
+// beside User and Session, so every store speaks the same types.
+
+// UserSummary is a user and how many of its sessions have not expired.
+type UserSummary struct {
+	User
+	LiveSessions int
+}
+
+// RoleGrant is one user_role row with its user's email.
+type RoleGrant struct {
+	UserID    string
+	Email     string
+	Role      string
+	CreatedAt time.Time
+}
+
+// DeletedUser is what deleting a user removed: the user and, by ON DELETE
+// CASCADE, its sessions, roles and accounts.
+type DeletedUser struct {
+	User     User
+	Sessions int // every session row, live or expired
+	Roles    int
+}
+
+// Account is one row of the account table: how a user signs in. The
+// credential account holds the password hash.
+type Account struct {
+	ID         string
+	AccountID  string
+	ProviderID string
+	UserID     string
+	Password   *string // nil for accounts without a password
+	CreatedAt  time.Time
+	UpdatedAt  time.Time
+}
+
+// Snapshot is every row a store holds that "db copy" moves: users,
+// accounts, sessions, signing keys and roles. Rate-limit buckets are not
+// part of it: they refill by themselves.
+type Snapshot struct {
+	Users    []User
+	Accounts []Account
+	Sessions []Session
+	Keys     []KeyRecord
+	Roles    []RoleGrant // Email is informational; UserID is what is stored
+}

@@ -1,0 +1,135 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/authsidecar/authsidecar/issuer"
+)
+
+// ErrNotEmpty: Import refuses a database that already holds rows; a copy
+// merged into live data could not be told apart from it afterwards.
+var ErrNotEmpty = errors.New("target database is not empty")
+
+// Export reads every user, account, session, key and role in one read
+// transaction, so the snapshot is consistent while the source serves.
+func (db *DB) Export(ctx context.Context) (issuer.Snapshot, error) {
+	db.observe(ctx, "export")
+	var snap issuer.Snapshot
+	t, err := db.r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true, Isolation: db.dl.snapshotIsolation})
+	if err != nil {
+		return snap, fmt.Errorf("export: begin: %w", err)
+	}
+	defer t.Rollback()
+	rt := tx{t, db}
+	steps := []struct {
+		name string
+		q    string
+		scan func(*sql.Rows) error
+	}{
+		{"user", `SELECT ` + userColumns + ` FROM "user" u ORDER BY u.created_at, u.id`, func(rows *sql.Rows) error {
+			u, err := scanUser(rows)
+			snap.Users = append(snap.Users, u)
+			return err
+		}},
+		{"account", `SELECT id, account_id, provider_id, user_id, password, created_at, updated_at FROM account ORDER BY id`, func(rows *sql.Rows) error {
+			var a issuer.Account
+			var pw sql.NullString
+			var created, updated int64
+			err := rows.Scan(&a.ID, &a.AccountID, &a.ProviderID, &a.UserID, &pw, &created, &updated)
+			if pw.Valid {
+				a.Password = &pw.String
+			}
+			a.CreatedAt, a.UpdatedAt = fromMS(created), fromMS(updated)
+			snap.Accounts = append(snap.Accounts, a)
+			return err
+		}},
+		{"session", `SELECT ` + sessionColumns + ` FROM session s ORDER BY s.id`, func(rows *sql.Rows) error {
+			s, err := scanSession(rows)
+			snap.Sessions = append(snap.Sessions, s)
+			return err
+		}},
+		{"jwks", keysQuery, func(rows *sql.Rows) error {
+			k, err := scanKey(rows)
+			snap.Keys = append(snap.Keys, k)
+			return err
+		}},
+		{"user_role", `SELECT r.user_id, u.email, r.role, r.created_at FROM user_role r JOIN "user" u ON u.id = r.user_id ORDER BY r.user_id, r.role`, func(rows *sql.Rows) error {
+			var g issuer.RoleGrant
+			var created int64
+			err := rows.Scan(&g.UserID, &g.Email, &g.Role, &created)
+			g.CreatedAt = fromMS(created)
+			snap.Roles = append(snap.Roles, g)
+			return err
+		}},
+	}
+	for _, st := range steps {
+		rows, err := rt.query(ctx, st.q)
+		if err != nil {
+			return issuer.Snapshot{}, fmt.Errorf("export %s: %w", st.name, err)
+		}
+		for rows.Next() {
+			if err := st.scan(rows); err != nil {
+				rows.Close()
+				return issuer.Snapshot{}, fmt.Errorf("export %s: %w", st.name, err)
+			}
+		}
+		err = rows.Err()
+		rows.Close()
+		if err != nil {
+			return issuer.Snapshot{}, fmt.Errorf("export %s: %w", st.name, err)
+		}
+	}
+	return snap, nil
+}
+
+// Import writes snap into this database in one transaction: all of it or,
+// on any error, none of it. It refuses (ErrNotEmpty) a database that
+// already holds a user, session, key or role.
+func (db *DB) Import(ctx context.Context, snap issuer.Snapshot) error {
+	db.observe(ctx, "import")
+	return db.withTx(ctx, func(t tx) error {
+		for _, table := range tables {
+			var n int
+			if err := t.queryRow(ctx, `SELECT count(*) FROM "`+table+`"`).Scan(&n); err != nil {
+				return fmt.Errorf("import: count %s: %w", table, err)
+			}
+			if n > 0 {
+				return fmt.Errorf("%w: table %s has %d rows", ErrNotEmpty, table, n)
+			}
+		}
+		for _, u := range snap.Users {
+			if err := insertUser(ctx, t, u); err != nil {
+				return fmt.Errorf("import: %w", err)
+			}
+		}
+		for _, a := range snap.Accounts {
+			var pw sql.NullString
+			if a.Password != nil {
+				pw = sql.NullString{String: *a.Password, Valid: true}
+			}
+			if _, err := t.exec(ctx, `INSERT INTO account (id, account_id, provider_id, user_id, password, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+				a.ID, a.AccountID, a.ProviderID, a.UserID, pw, ms(a.CreatedAt), ms(a.UpdatedAt)); err != nil {
+				return fmt.Errorf("import: insert account %s: %w", a.ID, err)
+			}
+		}
+		for _, s := range snap.Sessions {
+			if err := insertSession(ctx, t, s); err != nil {
+				return fmt.Errorf("import: %w", err)
+			}
+		}
+		for _, k := range snap.Keys {
+			if err := insertKey(ctx, t, k); err != nil {
+				return fmt.Errorf("import: %w", err)
+			}
+		}
+		for _, g := range snap.Roles {
+			if _, err := t.exec(ctx, `INSERT INTO user_role (user_id, role, created_at) VALUES (?, ?, ?)`, g.UserID, g.Role, ms(g.CreatedAt)); err != nil {
+				return fmt.Errorf("import: insert role %s of %s: %w", g.Role, g.UserID, err)
+			}
+		}
+		return nil
+	})
+}

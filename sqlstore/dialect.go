@@ -1,0 +1,84 @@
+package sqlstore
+
+import (
+	"database/sql"
+	"errors"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// dialect is everything that differs between the engines. The queries
+// themselves are shared: they are written with "?" placeholders, quote
+// "user" (a reserved word in PostgreSQL), store instants as Unix
+// milliseconds and use only SQL both engines accept (ON CONFLICT included).
+type dialect struct {
+	name string
+	// rebind turns "?" placeholders into the engine's syntax.
+	rebind func(string) string
+	// forUpdate ends a SELECT of a row the transaction is about to write,
+	// so two transactions cannot both read the old value. SQLite needs
+	// nothing: its write transactions (BEGIN IMMEDIATE) are serialized.
+	forUpdate string
+	// uniqueViolation reports an insert refused by a UNIQUE constraint.
+	uniqueViolation func(error) bool
+	// snapshotIsolation makes a read transaction see one snapshot (Export).
+	// SQLite's read transactions under WAL always do.
+	snapshotIsolation sql.IsolationLevel
+	// migrations is the directory of the engine's embedded migrations.
+	migrations string
+}
+
+var sqliteDialect = &dialect{
+	name:   "sqlite",
+	rebind: func(q string) string { return q },
+	// modernc reports "constraint failed: UNIQUE constraint failed: ..."
+	// (extended code 2067); the message is stable across versions.
+	uniqueViolation: func(err error) bool {
+		return err != nil && strings.Contains(err.Error(), "UNIQUE constraint failed")
+	},
+	migrations: "migrations/sqlite",
+}
+
+var postgresDialect = &dialect{
+	name:              "postgres",
+	rebind:            dollarPlaceholders,
+	forUpdate:         " FOR UPDATE",
+	snapshotIsolation: sql.LevelRepeatableRead,
+	// SQLSTATE 23505, never the message text, which is localized.
+	uniqueViolation: func(err error) bool {
+		var pe *pgconn.PgError
+		return errors.As(err, &pe) && pe.Code == "23505"
+	},
+	migrations: "migrations/postgres",
+}
+
+// dollarPlaceholders numbers the "?" placeholders $1, $2, ... The shared
+// queries hold no "?" inside string literals or identifiers.
+func dollarPlaceholders(q string) string {
+	if strings.IndexByte(q, '?') < 0 {
+		return q
+	}
+	var b strings.Builder
+	b.Grow(len(q) + 8)
+	n := 0
+	for i := 0; i < len(q); i++ {
+		if q[i] == '?' {
+			n++
+			b.WriteByte('$')
+			b.WriteString(strconv.Itoa(n))
+			continue
+		}
+		b.WriteByte(q[i])
+	}
+	return b.String()
+}
+
+// Advisory lock keys (PostgreSQL): one for migrations, one for creating the
+// first signing key, so replicas starting together on an empty database
+// neither race through the schema nor each create a key.
+const (
+	lockMigrate int64 = 0x6175_7468_7364_0001 // "authsd" 1
+	lockKeys    int64 = 0x6175_7468_7364_0002
+)

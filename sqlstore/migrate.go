@@ -1,0 +1,147 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql/driver"
+	"embed"
+	"fmt"
+	"io/fs"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+//go:embed migrations/sqlite/*.sql migrations/postgres/*.sql
+var migrations embed.FS
+
+// migration is one numbered schema step.
+type migration struct {
+	version int
+	name    string
+	body    string
+}
+
+// list returns the engine's migrations in order, checking the numbering
+// is contiguous from 0001.
+func (d *dialect) list() ([]migration, error) {
+	names, err := fs.Glob(migrations, d.migrations+"/*.sql")
+	if err != nil {
+		return nil, fmt.Errorf("list migrations: %w", err)
+	}
+	sort.Strings(names)
+	out := make([]migration, 0, len(names))
+	for i, name := range names {
+		base := strings.TrimPrefix(name, d.migrations+"/")
+		if n, err := strconv.Atoi(strings.SplitN(base, "_", 2)[0]); err != nil || n != i+1 {
+			return nil, fmt.Errorf("migration %s: numbering must be contiguous from 0001", base)
+		}
+		body, err := migrations.ReadFile(name)
+		if err != nil {
+			return nil, fmt.Errorf("read migration %s: %w", base, err)
+		}
+		out = append(out, migration{version: i + 1, name: base, body: string(body)})
+	}
+	return out, nil
+}
+
+// migrate applies, in order and each in its own transaction, every
+// embedded migration newer than the database's schema version.
+func (db *DB) migrate(ctx context.Context) error {
+	ms, err := db.dl.list()
+	if err != nil {
+		return err
+	}
+	if db.dl == sqliteDialect {
+		return db.migrateSQLite(ctx, ms)
+	}
+	return db.migratePostgres(ctx, ms)
+}
+
+// migrateSQLite keeps the version in PRAGMA user_version, as every
+// database file made before PostgreSQL support does.
+func (db *DB) migrateSQLite(ctx context.Context, ms []migration) error {
+	var current int
+	if err := db.w.QueryRowContext(ctx, `PRAGMA user_version`).Scan(&current); err != nil {
+		return fmt.Errorf("read schema version: %w", err)
+	}
+	if err := tooNew(current, len(ms)); err != nil {
+		return err
+	}
+	for _, m := range ms[current:] {
+		err := db.withTx(ctx, func(t tx) error {
+			if _, err := t.ExecContext(ctx, m.body); err != nil {
+				return err
+			}
+			_, err := t.ExecContext(ctx, fmt.Sprintf(`PRAGMA user_version = %d`, m.version))
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("migration %s: %w", m.name, err)
+		}
+	}
+	return nil
+}
+
+// migratePostgres holds a session advisory lock on one connection while it
+// reads the version and applies what is missing: replicas started at the
+// same moment on an empty database take turns, and the second finds the
+// work done. DDL is transactional in PostgreSQL, so a failed step leaves
+// nothing half applied.
+func (db *DB) migratePostgres(ctx context.Context, ms []migration) error {
+	unlock, err := db.advisoryLock(ctx, lockMigrate)
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	defer unlock()
+	if _, err := db.w.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())`); err != nil {
+		return fmt.Errorf("create schema_migrations: %w", err)
+	}
+	var current int
+	if err := db.w.QueryRowContext(ctx, `SELECT COALESCE(max(version), 0) FROM schema_migrations`).Scan(&current); err != nil {
+		return fmt.Errorf("read schema version: %w", err)
+	}
+	if err := tooNew(current, len(ms)); err != nil {
+		return err
+	}
+	for _, m := range ms[current:] {
+		err := db.withTx(ctx, func(t tx) error {
+			if _, err := t.ExecContext(ctx, m.body); err != nil {
+				return err
+			}
+			_, err := t.exec(ctx, `INSERT INTO schema_migrations (version, name) VALUES (?, ?)`, m.version, m.name)
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("migration %s: %w", m.name, err)
+		}
+	}
+	return nil
+}
+
+func tooNew(current, known int) error {
+	if current > known {
+		return fmt.Errorf("database schema version %d is newer than this binary knows (%d): refusing to run an old binary on it", current, known)
+	}
+	return nil
+}
+
+// advisoryLock takes a PostgreSQL session advisory lock on a connection of
+// its own and returns the function that releases it. Waiting honours ctx.
+func (db *DB) advisoryLock(ctx context.Context, key int64) (unlock func(), err error) {
+	conn, err := db.w.Conn(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("lock: %w", err)
+	}
+	if _, err := conn.ExecContext(ctx, `SELECT pg_advisory_lock($1)`, key); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("lock: %w", err)
+	}
+	return func() {
+		// A failed unlock (server gone) releases with the session anyway;
+		// the connection is not returned to the pool in that case.
+		if _, err := conn.ExecContext(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, key); err != nil {
+			conn.Raw(func(any) error { return driver.ErrBadConn })
+		}
+		conn.Close()
+	}, nil
+}
