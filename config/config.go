@@ -20,6 +20,11 @@ import "time"
 // Config is the whole configuration. Build one with [Default] (then change
 // fields) or with [Load]/[Parse]; the zero Config is not valid.
 type Config struct {
+	// Mode is "full" (default): the sidecar issues and verifies, serving
+	// /api/auth/* from its own database; or "verifier": it only verifies,
+	// against the public keys of Keys.JWKSURL, serves no /api/auth/*, and
+	// needs no AUTH_SECRET and, by default, no database.
+	Mode string `yaml:"mode"`
 	// Listen is the host:port of the public listener. Default "127.0.0.1:8080":
 	// loopback, because the sidecar normally sits behind a load balancer or
 	// ingress on the same host. An empty host (":8080") listens on all
@@ -49,12 +54,20 @@ type Config struct {
 
 // Database says where users, sessions and signing keys are stored.
 type Database struct {
-	// Driver is the storage engine. Default and only valid value "sqlite";
-	// "postgres" is reserved and rejected as not supported yet.
+	// Driver is the storage engine: "sqlite" (default in full mode), an
+	// embedded file; "postgres", a server several replicas share; or
+	// "none" (verifier mode only, and its default there).
 	Driver string `yaml:"driver"`
 	// Path is the SQLite database file. Default "authsidecar.db" (relative to
-	// the working directory). Must not be empty.
+	// the working directory). Must not be empty. SQLite only.
 	Path string `yaml:"path"`
+	// URLEnv names the environment variable holding the PostgreSQL URL
+	// (postgres://user:password@host:5432/db?sslmode=verify-full), so the
+	// password is never in the file. Default "DATABASE_URL". PostgreSQL only.
+	URLEnv string `yaml:"url_env"`
+	// MaxConns is the PostgreSQL connection pool's size, from 1 to 1000.
+	// Default 10. PostgreSQL only.
+	MaxConns int `yaml:"max_conns"`
 }
 
 // Auth configures sign-in, sessions and the JWTs issued from them.
@@ -93,6 +106,11 @@ type Auth struct {
 	// MaxPasswordLength is the longest password accepted, in characters. Default
 	// 128. At most 1024, which bounds the hashing work one request can cause.
 	MaxPasswordLength int `yaml:"max_password_length"`
+	// Issuer is the JWT iss and aud: issued tokens carry it and verified
+	// tokens must. Default empty: BaseURL's origin in full mode, the origin
+	// of Keys.JWKSURL in verifier mode (what Better Auth's jwt() plugin and
+	// a full authsidecar put in their tokens).
+	Issuer string `yaml:"issuer"`
 	// TrustedOrigins are origins besides BaseURL's own that may make
 	// credentialed cross-origin requests and pass the sign-in origin check.
 	// Default empty: only BaseURL's origin. Each entry is exactly what a
@@ -110,6 +128,19 @@ type Keys struct {
 	// Cooldown is the least time between two fetches, so tokens with unknown
 	// key ids cannot make every request hit the database. Default 30s.
 	Cooldown Duration `yaml:"cooldown"`
+	// JWKSURL is where a verifier fetches the public keys: an issuer's
+	// /api/auth/jwks (this sidecar in full mode, or Better Auth with its
+	// jwt() plugin). Required in verifier mode, refused in full mode (which
+	// reads its own keys from the database). Default empty.
+	JWKSURL string `yaml:"jwks_url"`
+	// StaleIfError is how long, once the keys are older than MaxAge, a
+	// verifier keeps using the last good keys while JWKSURL fails. After
+	// that business requests get 503 KEYS_UNAVAILABLE until a fetch
+	// succeeds. Default 1h. Verifier mode only.
+	StaleIfError Duration `yaml:"stale_if_error"`
+	// JWKSCAFile is a PEM bundle of extra CAs trusted for an https
+	// JWKSURL, besides the system roots. Default empty: system roots only.
+	JWKSCAFile string `yaml:"jwks_ca_file"`
 }
 
 // Routes classifies request paths. Entries are lowercase ASCII paths that
@@ -125,8 +156,8 @@ type Routes struct {
 	IdentityHeader string `yaml:"identity_header"`
 	// CookieOnly lists exact paths authenticated by the session cookie
 	// instead of a Bearer JWT, for top-level navigations that cannot send an
-	// Authorization header. Default ["/api/mcp-oauth/authorize"].
-	// Empty: no cookie-authenticated business route.
+	// Authorization header. Default ["/api/mcp-oauth/authorize"], and empty
+	// in verifier mode. Empty: no cookie-authenticated business route.
 	CookieOnly []string `yaml:"cookie_only"`
 	// Passthrough lists paths proxied without authentication because the
 	// upstream authenticates them itself (/ws/browser uses a pairing token).
@@ -139,7 +170,8 @@ type Routes struct {
 	WebsocketPrefixes []string `yaml:"websocket_prefixes"`
 	// Admin lists path prefixes that additionally require one of some roles,
 	// checked against the database once per request. Default
-	// [{prefix: "/api/admin/", roles: [admin]}]. Empty: no role checks.
+	// [{prefix: "/api/admin/", roles: [admin]}], and empty in verifier mode.
+	// Empty: no role checks.
 	Admin []AdminRoute `yaml:"admin"`
 }
 
@@ -273,10 +305,11 @@ type Cache struct {
 // returns fresh slices, so callers may modify the result.
 func Default() Config {
 	return Config{
+		Mode:     "full",
 		Listen:   "127.0.0.1:8080",
 		BaseURL:  "http://localhost:8080",
 		Upstream: "http://127.0.0.1:3000",
-		Database: Database{Driver: "sqlite", Path: "authsidecar.db"},
+		Database: Database{Driver: "sqlite", Path: "authsidecar.db", URLEnv: "DATABASE_URL", MaxConns: 10},
 		Auth: Auth{
 			SecretEnv:         "AUTH_SECRET",
 			JWTTTL:            Duration(720 * time.Hour),
@@ -291,7 +324,7 @@ func Default() Config {
 			// slice, and the shipped file must decode to exactly Default().
 			TrustedOrigins: []string{},
 		},
-		Keys: Keys{MaxAge: Duration(10 * time.Minute), Cooldown: Duration(30 * time.Second)},
+		Keys: Keys{MaxAge: Duration(10 * time.Minute), Cooldown: Duration(30 * time.Second), StaleIfError: Duration(time.Hour)},
 		Routes: Routes{
 			IdentityHeader:    "X-User-Id",
 			CookieOnly:        []string{"/api/mcp-oauth/authorize"},

@@ -55,11 +55,13 @@ func Parse(name string, data []byte) (Config, error) {
 			}
 		}
 	}
-	if err := cfg.Validate(); err != nil {
+	cfg.modeDefaults(ix.has)
+	if err := errors.Join(cfg.Validate(), driverKeys(cfg, ix.has)); err != nil {
 		errs := []error{err}
 		if joined, ok := err.(interface{ Unwrap() []error }); ok {
 			errs = joined.Unwrap()
 		}
+		errs = flatten(errs)
 		for _, e := range errs {
 			p := problem{msg: e.Error()}
 			if fe, ok := e.(*fieldError); ok {
@@ -128,4 +130,58 @@ func format(name string, probs []problem) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// flatten unwraps nested errors.Join results into one list.
+func flatten(errs []error) []error {
+	var out []error
+	for _, e := range errs {
+		if j, ok := e.(interface{ Unwrap() []error }); ok {
+			out = append(out, flatten(j.Unwrap())...)
+			continue
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+// modeDefaults applies the defaults that depend on mode, to keys the file
+// does not set: a verifier has no database and so no cookie-only or admin
+// routes unless it is given them (with a database to serve them).
+func (c *Config) modeDefaults(has func(path string) bool) {
+	if !c.Verifier() {
+		return
+	}
+	if !has("database.driver") {
+		c.Database.Driver = "none"
+	}
+	if !has("routes.cookie_only") {
+		c.Routes.CookieOnly = []string{}
+	}
+	if !has("routes.admin") {
+		c.Routes.Admin = []AdminRoute{}
+	}
+}
+
+// driverKeys refuses settings of one database driver written for another:
+// they would be silently ignored, and whoever wrote them meant something.
+// A key left at its default is no such sign (the shipped file lists every
+// key), so only a changed value is refused. Only a file can say what it
+// set, so this is checked here and not in Validate.
+func driverKeys(c Config, has func(path string) bool) error {
+	def := Default().Database
+	var p problems
+	for _, k := range []struct {
+		path, driver string
+		changed      bool
+	}{
+		{"database.path", "sqlite", c.Database.Path != def.Path},
+		{"database.url_env", "postgres", c.Database.URLEnv != def.URLEnv},
+		{"database.max_conns", "postgres", c.Database.MaxConns != def.MaxConns},
+	} {
+		if k.changed && has(k.path) && c.Database.Driver != k.driver {
+			p.addRelated(k.path, "database.driver", "is only for database.driver %q, and the driver is %q", k.driver, c.Database.Driver)
+		}
+	}
+	return errors.Join(p...)
 }

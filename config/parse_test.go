@@ -47,9 +47,25 @@ var badFiles = map[string]string{
 	"bad-upstream.yaml":            `bad-upstream.yaml:1: upstream: must be an absolute http or https URL like https://app.example.com, got "ftp://127.0.0.1:3000"`,
 
 	// database
-	"bad-database-driver.yaml":   `bad-database-driver.yaml:2: database.driver: must be "sqlite", got "mysql"`,
-	"bad-database-postgres.yaml": `bad-database-postgres.yaml:2: database.driver: "postgres" is not supported yet: use "sqlite"`,
-	"bad-database-path.yaml":     `bad-database-path.yaml:2: database.path: must not be empty`,
+	"bad-database-driver.yaml":        `bad-database-driver.yaml:2: database.driver: must be "sqlite", "postgres" or "none", got "mysql"`,
+	"bad-database-path-postgres.yaml": `bad-database-path-postgres.yaml:3: database.path: is only for database.driver "sqlite", and the driver is "postgres"`,
+	"bad-database-url-env-sqlite.yaml": "bad-database-url-env-sqlite.yaml:3: database.url_env: is only for database.driver \"postgres\", and the driver is \"sqlite\"\n" +
+		"bad-database-url-env-sqlite.yaml:4: database.max_conns: is only for database.driver \"postgres\", and the driver is \"sqlite\"",
+	"bad-database-postgres-keys.yaml": "bad-database-postgres-keys.yaml:3: database.url_env: must be an environment variable name like AUTH_SECRET, got \"postgres://x\"\n" +
+		"bad-database-postgres-keys.yaml:4: database.max_conns: must be between 1 and 1000, got 0",
+	"bad-database-none-full.yaml": `bad-database-none-full.yaml:2: database.driver: "none" is only for mode verifier: a full sidecar stores users, sessions and keys`,
+
+	// Modes.
+	"bad-mode.yaml":                 `bad-mode.yaml:1: mode: must be "full" or "verifier", got "standalone"`,
+	"bad-verifier-no-jwks-url.yaml": `bad-verifier-no-jwks-url.yaml:1: keys.jwks_url: is required in mode verifier: the issuer's /api/auth/jwks, like https://auth.example.com/api/auth/jwks`,
+	"bad-jwks-url-full.yaml":        `bad-jwks-url-full.yaml:2: keys.jwks_url: is only for mode verifier: a full sidecar verifies with the keys in its own database`,
+	"bad-jwks-ca-file.yaml":         `bad-jwks-ca-file.yaml:2: keys.jwks_ca_file: is only used with keys.jwks_url, which is not set`,
+	"bad-verifier-routes-no-db.yaml": "bad-verifier-routes-no-db.yaml:5: routes.cookie_only: needs a database to look sessions up, and database.driver is \"none\": remove the routes or use the issuers' postgres database\n" +
+		"bad-verifier-routes-no-db.yaml:7: routes.admin: needs a database to read user_role, and database.driver is \"none\": remove the routes or use the issuers' postgres database",
+	"bad-verifier-sqlite.yaml": "bad-verifier-sqlite.yaml:3: database.driver: \"sqlite\" cannot be shared with the issuers a verifier trusts: want \"none\" or \"postgres\"\n" +
+		"bad-verifier-sqlite.yaml:5: keys.jwks_url: must be an absolute http or https URL like https://app.example.com, got \"ftp://auth.example.com/jwks\"",
+	"bad-auth-issuer.yaml":   `bad-auth-issuer.yaml:2: auth.issuer: must be printable ASCII without spaces, like https://auth.example.com, got "https://auth example.com"`,
+	"bad-database-path.yaml": `bad-database-path.yaml:2: database.path: must not be empty`,
 
 	// auth
 	"bad-secret-env.yaml":                  `bad-secret-env.yaml:2: auth.secret_env: must be an environment variable name like AUTH_SECRET, got "AUTH SECRET"`,

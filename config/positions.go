@@ -136,6 +136,12 @@ func yamlFields(t reflect.Type) map[string]int {
 
 // lineOf returns the line of path, else of alt, else of the nearest
 // enclosing key of either; 0 if none is in the file (a default was wrong).
+// has reports whether the file sets path.
+func (ix *positions) has(path string) bool {
+	_, ok := ix.line[path]
+	return ok
+}
+
 func (ix *positions) lineOf(path, alt string) int {
 	for _, p := range []string{path, alt} {
 		if l := ix.line[p]; p != "" && l > 0 {

@@ -41,14 +41,15 @@ func (p *problems) check(path string, err error) {
 // it, so a Config built in code validates the same as one read from a file.
 func (c Config) Validate() error {
 	var p problems
+	p.oneOf("mode", c.Mode, "full", "verifier")
 	p.check("listen", checkListen(c.Listen))
 	p.check("base_url", checkHTTPURL(c.BaseURL))
 	p.check("upstream", checkHTTPURL(c.Upstream))
-	p.database(c.Database)
+	p.database(c.Database, c.Mode)
 	p.auth(c.Auth, c.Secure())
-	p.positive("keys.max_age", c.Keys.MaxAge)
-	p.positive("keys.cooldown", c.Keys.Cooldown)
+	p.keys(c.Keys, c.Mode)
 	p.routes(c.Routes)
+	p.withoutDatabase(c)
 	p.notNegative("cors.max_age", c.CORS.MaxAge)
 	p.proxy(c.Proxy)
 	p.limits(c.Limits)
@@ -65,21 +66,71 @@ func (c Config) Validate() error {
 	return errors.Join(p...)
 }
 
-func (p *problems) database(d Database) {
+func (p *problems) database(d Database, mode string) {
 	switch d.Driver {
 	case "sqlite":
+		if mode == "verifier" {
+			p.addRelated("database.driver", "mode", `"sqlite" cannot be shared with the issuers a verifier trusts: want "none" or "postgres"`)
+		}
+		if d.Path == "" {
+			p.add("database.path", "must not be empty")
+		}
 	case "postgres":
-		p.add("database.driver", `"postgres" is not supported yet: use "sqlite"`)
+		p.check("database.url_env", checkEnvName(d.URLEnv))
+		if d.MaxConns < 1 || d.MaxConns > maxConns {
+			p.add("database.max_conns", "must be between 1 and %d, got %d", maxConns, d.MaxConns)
+		}
+	case "none":
+		if mode != "verifier" {
+			p.addRelated("database.driver", "mode", `"none" is only for mode verifier: a full sidecar stores users, sessions and keys`)
+		}
 	default:
-		p.add("database.driver", `must be "sqlite", got %q`, d.Driver)
+		p.add("database.driver", `must be "sqlite", "postgres" or "none", got %q`, d.Driver)
 	}
-	if d.Path == "" {
-		p.add("database.path", "must not be empty")
+}
+
+// maxConns bounds database.max_conns: past it a fleet of replicas would
+// exhaust any server's max_connections.
+const maxConns = 1000
+
+func (p *problems) keys(k Keys, mode string) {
+	p.positive("keys.max_age", k.MaxAge)
+	p.positive("keys.cooldown", k.Cooldown)
+	p.positive("keys.stale_if_error", k.StaleIfError)
+	switch {
+	case mode == "verifier":
+		if k.JWKSURL == "" {
+			p.addRelated("keys.jwks_url", "mode", "is required in mode verifier: the issuer's /api/auth/jwks, like https://auth.example.com/api/auth/jwks")
+		} else {
+			p.check("keys.jwks_url", checkHTTPURL(k.JWKSURL))
+		}
+	case k.JWKSURL != "":
+		p.addRelated("keys.jwks_url", "mode", "is only for mode verifier: a full sidecar verifies with the keys in its own database")
+	}
+	if k.JWKSCAFile != "" && k.JWKSURL == "" {
+		p.addRelated("keys.jwks_ca_file", "keys.jwks_url", "is only used with keys.jwks_url, which is not set")
+	}
+}
+
+// withoutDatabase refuses routes that need a database when there is none:
+// a cookie session and a user_role row can only be read from one.
+func (p *problems) withoutDatabase(c Config) {
+	if c.Database.Driver != "none" || !c.Verifier() {
+		return // full mode refuses "none" itself
+	}
+	if len(c.Routes.CookieOnly) > 0 {
+		p.addRelated("routes.cookie_only", "database.driver", `needs a database to look sessions up, and database.driver is "none": remove the routes or use the issuers' postgres database`)
+	}
+	if len(c.Routes.Admin) > 0 {
+		p.addRelated("routes.admin", "database.driver", `needs a database to read user_role, and database.driver is "none": remove the routes or use the issuers' postgres database`)
 	}
 }
 
 func (p *problems) auth(a Auth, secure bool) {
 	p.check("auth.secret_env", checkEnvName(a.SecretEnv))
+	if a.Issuer != "" {
+		p.check("auth.issuer", checkIssuer(a.Issuer))
+	}
 	p.positive("auth.jwt_ttl", a.JWTTTL)
 	p.notNegative("auth.leeway", a.Leeway)
 	p.positive("auth.session_ttl", a.SessionTTL)

@@ -36,7 +36,7 @@ func TestValidate(t *testing.T) {
 			`upstream: must be an absolute http or https URL like https://app.example.com, got "http://"`},
 		{"upstream with path", func(c *Config) { c.Upstream = "http://app:3000/prefix" }, ""},
 		{"driver empty", func(c *Config) { c.Database.Driver = "" },
-			`database.driver: must be "sqlite", got ""`},
+			`database.driver: must be "sqlite", "postgres" or "none", got ""`},
 		{"secret_env lowercase is fine", func(c *Config) { c.Auth.SecretEnv = "my_secret" }, ""},
 		{"secret_env starts with a digit", func(c *Config) { c.Auth.SecretEnv = "1SECRET" },
 			`auth.secret_env: must be an environment variable name like AUTH_SECRET, got "1SECRET"`},
@@ -154,10 +154,10 @@ func TestValidateReportsEveryProblem(t *testing.T) {
 		got = append(got, path)
 	}
 	want := []string{
-		"listen", "base_url", "upstream", "database.driver", "database.path",
+		"mode", "listen", "base_url", "upstream", "database.driver",
 		"auth.secret_env", "auth.jwt_ttl", "auth.session_ttl", "auth.session_update_age",
 		"auth.cookie_name", "auth.cookie_same_site", "auth.min_password_length",
-		"keys.max_age", "keys.cooldown", "routes.identity_header",
+		"keys.max_age", "keys.cooldown", "keys.stale_if_error", "routes.identity_header",
 		"proxy.response_header_timeout", "limits.body_bytes", "metrics.listen",
 		"log.format", "log.level", "shutdown.grace",
 	}
