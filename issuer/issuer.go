@@ -26,6 +26,8 @@ type Options struct {
 	// trusted for cross-origin requests; https makes cookies Secure with
 	// the "__Secure-" prefix. Zero: "http://localhost:8080".
 	BaseURL string
+	// JWTIssuer is the iss and aud of issued JWTs. Zero: BaseURL's origin.
+	JWTIssuer string
 	// TrustedOrigins may send state-changing requests cross-origin, besides
 	// BaseURL's origin. Zero: none.
 	TrustedOrigins []string
@@ -76,6 +78,8 @@ type Options struct {
 type Issuer struct {
 	store      Store
 	origin     string
+	jwtIssuer  string
+	sessions   *SessionReader
 	jwtTTL     time.Duration
 	sessionTTL time.Duration
 	updateAge  time.Duration
@@ -178,6 +182,11 @@ func New(ctx context.Context, o Options) (*Issuer, error) {
 		signInMail: newSharedLimiter(o.Store, o.SignInPerEmail, "signin_email:", o.Now),
 		signUpIP:   newLimiter(o.SignUpPerIP, o.Now),
 	}
+	iss.jwtIssuer = o.JWTIssuer
+	if iss.jwtIssuer == "" {
+		iss.jwtIssuer = iss.origin
+	}
+	iss.sessions = &SessionReader{store: o.Store, cookies: iss.cookies, now: o.Now}
 	if iss.clientIP == nil {
 		iss.clientIP = peerIP
 	}

@@ -4,28 +4,72 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strings"
+	"time"
 )
+
+// SessionReader resolves session cookies to users and issues nothing: the
+// issuer reads its sessions through one, and a verifier that shares the
+// issuers' database serves cookie-only routes with another.
+type SessionReader struct {
+	store   Store
+	cookies cookies
+	now     func() time.Time
+}
+
+// SessionReaderOptions configures NewSessionReader with the issuers'
+// settings; a cookie they set must read back here.
+type SessionReaderOptions struct {
+	// Store holds the sessions. Required.
+	Store Store
+	// Secret is the issuers' AUTH_SECRET, which signs the cookie. Required.
+	Secret []byte
+	// BaseURL: https means the "__Secure-" name prefix. Zero: http.
+	BaseURL string
+	// CookieName before any prefix. Zero: "auth.session_token".
+	CookieName string
+	// Now is the clock. Zero: time.Now.
+	Now func() time.Time
+}
+
+// NewSessionReader returns a reader of the issuers' session cookies.
+func NewSessionReader(o SessionReaderOptions) (*SessionReader, error) {
+	if o.Store == nil || len(o.Secret) == 0 {
+		return nil, errors.New("issuer: session reader needs a store and the secret")
+	}
+	if o.CookieName == "" {
+		o.CookieName = "auth.session_token"
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	name := o.CookieName
+	if strings.HasPrefix(o.BaseURL, "https://") {
+		name = "__Secure-" + name
+	}
+	return &SessionReader{store: o.Store, cookies: cookies{secret: o.Secret, name: name}, now: o.Now}, nil
+}
 
 // lookup resolves the request's session cookie. found is false for no
 // cookie, a bad signature, an unknown session or an expired one; stale
 // reports a well-signed cookie that named no live session (the client
 // should drop it). An expired session row is deleted when met, unless
 // readOnly.
-func (iss *Issuer) lookup(ctx context.Context, r *http.Request, readOnly bool) (s Session, u User, found, stale bool, err error) {
-	token, ok := iss.cookies.token(r)
+func (sr *SessionReader) lookup(ctx context.Context, r *http.Request, readOnly bool) (s Session, u User, found, stale bool, err error) {
+	token, ok := sr.cookies.token(r)
 	if !ok {
 		return Session{}, User{}, false, false, nil
 	}
-	s, u, err = iss.store.SessionByToken(ctx, token)
+	s, u, err = sr.store.SessionByToken(ctx, token)
 	if errors.Is(err, ErrNotFound) {
 		return Session{}, User{}, false, true, nil
 	}
 	if err != nil {
 		return Session{}, User{}, false, false, err
 	}
-	if !iss.now().Before(s.ExpiresAt) {
+	if !sr.now().Before(s.ExpiresAt) {
 		if !readOnly {
-			if err := iss.store.DeleteSession(ctx, token); err != nil {
+			if err := sr.store.DeleteSession(ctx, token); err != nil {
 				return Session{}, User{}, false, false, err
 			}
 		}
@@ -37,17 +81,30 @@ func (iss *Issuer) lookup(ctx context.Context, r *http.Request, readOnly bool) (
 // SessionUserID resolves the request's session cookie to a user id, for
 // the cookie-only routes the proxy serves: one session lookup, no writes.
 // found is false when there is no live session.
-func (iss *Issuer) SessionUserID(ctx context.Context, r *http.Request) (string, bool, error) {
-	_, u, found, _, err := iss.lookup(ctx, r, true)
+func (sr *SessionReader) SessionUserID(ctx context.Context, r *http.Request) (string, bool, error) {
+	_, u, found, _, err := sr.lookup(ctx, r, true)
 	if err != nil || !found {
 		return "", false, err
 	}
 	return u.ID, true, nil
 }
 
+// SessionUserID is the issuer's SessionReader's.
+func (iss *Issuer) SessionUserID(ctx context.Context, r *http.Request) (string, bool, error) {
+	return iss.sessions.SessionUserID(ctx, r)
+}
+
+// lookup is the issuer's SessionReader's.
+func (iss *Issuer) lookup(ctx context.Context, r *http.Request, readOnly bool) (s Session, u User, found, stale bool, err error) {
+	return iss.sessions.lookup(ctx, r, readOnly)
+}
+
 // CookieName is the session cookie's name as sent ("__Secure-" prefixed on
 // https): the proxy strips it from forwarded requests.
 func (iss *Issuer) CookieName() string { return iss.cookies.name }
+
+// CookieName is the session cookie's name as sent.
+func (sr *SessionReader) CookieName() string { return sr.cookies.name }
 
 // getSession returns {session, user} and, on GET and POST, a fresh JWT in
 // the set-auth-jwt header: the second step of the two-step login. HEAD
@@ -116,7 +173,7 @@ func (iss *Issuer) issueJWT(ctx context.Context, u User) (string, *apiError) {
 	if err != nil {
 		return "", storeErr(err)
 	}
-	jwt, err := signJWT(key, u, iss.origin, iss.now(), iss.jwtTTL)
+	jwt, err := signJWT(key, u, iss.jwtIssuer, iss.now(), iss.jwtTTL)
 	if err != nil {
 		return "", errInternal(err)
 	}

@@ -48,7 +48,7 @@ func OpenSQLite(ctx context.Context, path string) (*DB, error) {
 	n := max(4, runtime.GOMAXPROCS(0)*2)
 	r.SetMaxOpenConns(n)
 	r.SetMaxIdleConns(n)
-	db := &DB{w: w, r: r, dl: sqliteDialect}
+	db := &DB{w: w, r: r, dl: sqliteDialect, where: path}
 	if err := db.migrate(ctx); err != nil {
 		db.Close()
 		return nil, err
@@ -93,7 +93,7 @@ func OpenPostgres(ctx context.Context, o PostgresOptions) (*DB, error) {
 	// holds no connection to a server that is gone for long.
 	p.SetConnMaxIdleTime(5 * time.Minute)
 	p.SetConnMaxLifetime(30 * time.Minute)
-	db := &DB{w: p, r: p, dl: postgresDialect}
+	db := &DB{w: p, r: p, dl: postgresDialect, where: where}
 	if err := p.PingContext(ctx); err != nil {
 		p.Close()
 		return nil, fmt.Errorf("connect to %s: %w", where, redactErr(err, o.URL))

@@ -32,6 +32,9 @@ type DB struct {
 	w  *sql.DB // writes (SQLite: one connection)
 	r  *sql.DB // reads (PostgreSQL: the same pool as w)
 	dl *dialect
+	// where names the database for logs and messages: the SQLite path, or
+	// postgres://host:port/db, never with the password.
+	where string
 
 	// Observe, when set, is called once per query with the request context
 	// and a short name of the operation: metrics count database work per
@@ -44,6 +47,10 @@ func (db *DB) observe(ctx context.Context, op string) {
 		db.Observe(ctx, op)
 	}
 }
+
+// String names the database: the SQLite file, or postgres://host:port/db
+// (never the password).
+func (db *DB) String() string { return db.where }
 
 // Engine names the database engine: "sqlite" or "postgres".
 func (db *DB) Engine() string { return db.dl.name }
