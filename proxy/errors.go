@@ -1,8 +1,10 @@
 package proxy
 
 import (
+	"errors"
 	"net/http"
 	"strconv"
+	"time"
 )
 
 // writeError writes the JSON error body every refusal carries. Messages
@@ -26,4 +28,23 @@ func unauthorized(w http.ResponseWriter, tokenSent bool) {
 	}
 	w.Header().Set("WWW-Authenticate", challenge)
 	writeError(w, http.StatusUnauthorized, "UNAUTHORIZED", "Unauthorized")
+}
+
+// defaultRetryAfter is sent when no key read is scheduled (the cache was
+// closed): a guess, but a client needs some pause.
+const defaultRetryAfter = 5 * time.Second
+
+// keysUnavailable answers 503 KEYS_UNAVAILABLE: the token may well be good
+// but no key set may judge it now, and a 401 would make the client throw
+// it away. Retry-After (RFC 9110 §10.2.3) is the time until the key
+// cache's next read, rounded up to whole seconds, at least 1.
+func keysUnavailable(w http.ResponseWriter, err error) {
+	wait := defaultRetryAfter
+	var e *keysUnavailableError
+	if errors.As(err, &e) && e.scheduled {
+		wait = e.retryIn
+	}
+	secs := max(1, int64((wait+time.Second-1)/time.Second))
+	w.Header().Set("Retry-After", strconv.FormatInt(secs, 10))
+	writeError(w, http.StatusServiceUnavailable, "KEYS_UNAVAILABLE", "Verification keys unavailable")
 }

@@ -57,8 +57,11 @@ func (v *jwtVerifier) Verify(ctx context.Context, token string) (Claims, error) 
 	}
 	key, err := v.o.Keys.Lookup(ctx, h.Kid)
 	if err != nil {
-		if errors.Is(err, ErrUnknownKID) {
+		switch {
+		case errors.Is(err, ErrUnknownKID):
 			return Claims{}, authErr(ReasonUnknownKID, fmt.Errorf("kid %q", h.Kid))
+		case errors.Is(err, ErrKeysUnavailable):
+			return Claims{}, authErr(ReasonKeysUnavailable, err)
 		}
 		return Claims{}, authErr(ReasonUnavailable, err)
 	}

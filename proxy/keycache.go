@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,7 +19,8 @@ type Key struct {
 }
 
 // KeySource returns the issuer's usable public keys. Each call is one key
-// record read; the cache makes sure that happens rarely.
+// record read (full mode) or one JWKS fetch (verifier mode); the cache
+// makes sure that happens rarely.
 type KeySource interface {
 	PublicKeys(ctx context.Context) ([]Key, error)
 }
@@ -29,23 +31,64 @@ const (
 	TriggerMaxAge     = "max_age"
 	TriggerUnknownKID = "unknown_kid"
 	TriggerIssuer     = "issuer"
+	// TriggerRetry is a background read after a failed one, repeated with
+	// backoff until a read succeeds.
+	TriggerRetry = "retry"
 )
 
 // ErrUnknownKID: the token names a key we do not have, and the cooldown
 // forbids asking the source again yet.
 var ErrUnknownKID = errors.New("unknown kid")
 
+// ErrKeysUnavailable: the cache has no key set it may verify with, because
+// no read of the source ever succeeded, or because reads have failed for
+// longer than StaleIfError. No token can be judged now, good or bad, so
+// the proxy answers 503, not 401: a 401 makes clients discard good tokens.
+var ErrKeysUnavailable = errors.New("no usable verification keys")
+
+// keysUnavailableError is ErrKeysUnavailable with the time until the
+// cache's next read, for the Retry-After header.
+type keysUnavailableError struct {
+	why       string
+	scheduled bool          // the retry loop will read again
+	retryIn   time.Duration // when, from now (zero: due or running)
+}
+
+func (e *keysUnavailableError) Error() string { return ErrKeysUnavailable.Error() + ": " + e.why }
+
+func (e *keysUnavailableError) Is(target error) bool { return target == ErrKeysUnavailable }
+
 // KeyCacheOptions configures a KeyCache.
 type KeyCacheOptions struct {
-	// Source is read at boot, after MaxAge, and on unknown kids. Required.
+	// Source is read at boot, after MaxAge, on unknown kids, and again
+	// with backoff after a failed read. Required.
 	Source KeySource
 	// MaxAge: keys older than this are re-read in the background. Zero: 10m.
 	MaxAge time.Duration
-	// Cooldown: the least time between two reads caused by unknown kids.
-	// Zero: 30s.
+	// Cooldown: the least time between two reads caused by unknown kids or
+	// by MaxAge. Zero: 30s.
 	Cooldown time.Duration
 	// ReadTimeout bounds one source read. Zero: 5s.
 	ReadTimeout time.Duration
+	// StaleIfError is how long after the last successful read the keys
+	// stay usable while reads keep failing; past it Lookup returns
+	// ErrKeysUnavailable until a read succeeds. It only counts while the
+	// last read failed: keys that are merely old (no request asked for a
+	// refresh) stay usable. Set it above MaxAge, or the first failed
+	// max-age read makes the keys unusable at once. Zero: forever, which
+	// suits a local database as the source.
+	StaleIfError time.Duration
+	// RetryBackoff is the first wait before re-reading after a failed
+	// read; each further failure doubles it, up to RetryBackoffMax. Each
+	// wait is drawn at random from its upper half, so replicas started
+	// together do not retry in step. Zero: 1s.
+	RetryBackoff time.Duration
+	// RetryBackoffMax caps the wait between retries: it bounds both the
+	// load on a failing source and how long the cache stays behind once
+	// the source is back. Zero: Cooldown (the least interval between the
+	// cache's own reads the operator already chose). Never below
+	// RetryBackoff.
+	RetryBackoffMax time.Duration
 	// OnRefresh observes every refresh attempt (trigger, result: "ok",
 	// "error", "skipped_cooldown"). Zero: none.
 	OnRefresh func(trigger, result string)
@@ -57,25 +100,45 @@ type KeyCacheOptions struct {
 // keySet is immutable once published.
 type keySet struct {
 	keys     map[string]ed25519.PublicKey
-	loadedAt time.Time
+	loadedAt time.Time // the last successful read
+	// loaded: a read of the source has succeeded. Keys Added before that
+	// are held but not usable: the set is not known to be complete.
+	loaded bool
 }
 
 // KeyCache holds the public keys in memory. Lookups are lock-free; reads
 // of the source are rare and shared by concurrent callers.
+//
+// After a failed read the cache retries on its own, with backoff, until a
+// read succeeds; Close stops those background reads.
 type KeyCache struct {
 	o   KeyCacheOptions
 	set atomic.Pointer[keySet]
+	// failing: the last read of the source failed. Only then does
+	// StaleIfError count.
+	failing atomic.Bool
+	// nextRetry is when the retry loop reads next (UnixNano by o.Now),
+	// zero when none is scheduled.
+	nextRetry atomic.Int64
+
+	// ctx is cancelled by Close; background reads run under it.
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
 
 	mu        sync.Mutex
 	lastRead  time.Time     // last attempt, for the cooldown
 	inflight  chan struct{} // closed when the running read ends
 	bgRunning bool
+	retrying  bool // the retry loop runs
+	closed    bool
 	// addedDuring holds keys Added while a read runs: that read may have
 	// started before the key was stored and must not drop it.
 	addedDuring []Key
 }
 
-// NewKeyCache returns an empty cache; call Load before serving.
+// NewKeyCache returns an empty cache; call Load before serving, and Close
+// when done.
 func NewKeyCache(o KeyCacheOptions) *KeyCache {
 	if o.MaxAge == 0 {
 		o.MaxAge = 10 * time.Minute
@@ -86,6 +149,13 @@ func NewKeyCache(o KeyCacheOptions) *KeyCache {
 	if o.ReadTimeout == 0 {
 		o.ReadTimeout = 5 * time.Second
 	}
+	if o.RetryBackoff <= 0 {
+		o.RetryBackoff = time.Second
+	}
+	if o.RetryBackoffMax <= 0 {
+		o.RetryBackoffMax = o.Cooldown
+	}
+	o.RetryBackoffMax = max(o.RetryBackoffMax, o.RetryBackoff)
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
@@ -93,14 +163,28 @@ func NewKeyCache(o KeyCacheOptions) *KeyCache {
 		o.Now = time.Now
 	}
 	c := &KeyCache{o: o}
+	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.set.Store(&keySet{keys: map[string]ed25519.PublicKey{}})
 	return c
 }
 
 // Load reads the keys at boot: the contract's one key-record read, done
-// at start so readiness is honest.
+// at start so readiness is honest. If it fails the cache keeps retrying in
+// the background, so a caller that may start without keys (verifier mode)
+// can ignore the error and watch Usable.
 func (c *KeyCache) Load(ctx context.Context) error {
-	return c.refresh(ctx, TriggerBoot)
+	return c.refresh(context.WithoutCancel(ctx), TriggerBoot)
+}
+
+// Close stops the background reads (retries and max-age refreshes) and
+// waits for them to end. Lookups keep answering from the keys held, but
+// the cache reads its source only for unknown kids from then on.
+func (c *KeyCache) Close() {
+	c.mu.Lock()
+	c.closed = true
+	c.mu.Unlock()
+	c.cancel()
+	c.wg.Wait()
 }
 
 // Len returns the number of keys held.
@@ -115,10 +199,44 @@ func (c *KeyCache) Age() time.Duration {
 	return c.o.Now().Sub(s.loadedAt)
 }
 
-// Has reports whether kid is in the key set now, without any refresh.
+// Usable reports whether the cache may verify tokens now: a read has
+// succeeded, and if reads fail since, not longer than StaleIfError ago.
+// It is the readiness of a verifier.
+func (c *KeyCache) Usable() bool { return c.usable(c.set.Load()) }
+
+// usable reads the clock only while reads fail and StaleIfError is set,
+// so the hot path (Has on a token cache hit) stays two loads.
+func (c *KeyCache) usable(s *keySet) bool {
+	if !s.loaded {
+		return false
+	}
+	if c.o.StaleIfError <= 0 || !c.failing.Load() {
+		return true
+	}
+	return c.o.Now().Sub(s.loadedAt) <= c.o.StaleIfError
+}
+
+// unavailable returns the ErrKeysUnavailable for s, with the wait until
+// the next scheduled read.
+func (c *KeyCache) unavailable(s *keySet) error {
+	e := &keysUnavailableError{why: "no read of the key source has succeeded"}
+	if s.loaded {
+		e.why = fmt.Sprintf("reads failing, last good read %s ago (stale_if_error %s)",
+			c.o.Now().Sub(s.loadedAt).Round(time.Second), c.o.StaleIfError)
+	}
+	if next := c.nextRetry.Load(); next != 0 {
+		e.scheduled, e.retryIn = true, max(time.Unix(0, next).Sub(c.o.Now()), 0)
+	}
+	return e
+}
+
+// Has reports whether kid is in the key set now, without any refresh. It
+// is false for every kid while the set is not usable, so the token cache
+// serves no hit then.
 func (c *KeyCache) Has(kid string) bool {
-	_, ok := c.set.Load().keys[kid]
-	return ok
+	s := c.set.Load()
+	_, ok := s.keys[kid]
+	return ok && c.usable(s)
 }
 
 // Add installs a key the issuer is about to sign with, so tokens signed
@@ -127,7 +245,7 @@ func (c *KeyCache) Add(k Key) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	old := c.set.Load()
-	next := &keySet{keys: make(map[string]ed25519.PublicKey, len(old.keys)+1), loadedAt: old.loadedAt}
+	next := &keySet{keys: make(map[string]ed25519.PublicKey, len(old.keys)+1), loadedAt: old.loadedAt, loaded: old.loaded}
 	for kid, pk := range old.keys {
 		next.keys[kid] = pk
 	}
@@ -141,9 +259,14 @@ func (c *KeyCache) Add(k Key) {
 
 // Lookup returns the key for kid. A stale set is refreshed in the
 // background; an unknown kid causes at most one source read per cooldown,
-// shared by everyone who asks meanwhile.
+// shared by everyone who asks meanwhile. While the set is not usable it
+// returns ErrKeysUnavailable at once and reads nothing: the retry loop
+// owns the source then, and requests must not pile onto a dead one.
 func (c *KeyCache) Lookup(ctx context.Context, kid string) (ed25519.PublicKey, error) {
 	s := c.set.Load()
+	if !c.usable(s) {
+		return nil, c.unavailable(s)
+	}
 	if c.o.Now().Sub(s.loadedAt) > c.o.MaxAge {
 		c.refreshInBackground()
 	}
@@ -153,7 +276,11 @@ func (c *KeyCache) Lookup(ctx context.Context, kid string) (ed25519.PublicKey, e
 	if err := c.refreshForMiss(ctx); err != nil {
 		return nil, err
 	}
-	if k, ok := c.set.Load().keys[kid]; ok {
+	s = c.set.Load()
+	if !c.usable(s) { // the read failed and the window has closed meanwhile
+		return nil, c.unavailable(s)
+	}
+	if k, ok := s.keys[kid]; ok {
 		return k, nil
 	}
 	return nil, ErrUnknownKID
@@ -176,28 +303,34 @@ func (c *KeyCache) refreshForMiss(ctx context.Context) error {
 		return ErrUnknownKID
 	}
 	c.mu.Unlock()
-	c.refresh(ctx, TriggerUnknownKID)
+	// The read outlives the request that caused it: others wait on it.
+	c.refresh(context.WithoutCancel(ctx), TriggerUnknownKID)
 	return nil
 }
 
 func (c *KeyCache) refreshInBackground() {
 	c.mu.Lock()
-	if c.bgRunning || c.inflight != nil || c.o.Now().Sub(c.lastRead) < c.o.Cooldown {
+	if c.closed || c.bgRunning || c.inflight != nil || c.o.Now().Sub(c.lastRead) < c.o.Cooldown {
 		c.mu.Unlock()
 		return
 	}
 	c.bgRunning = true
+	c.wg.Add(1)
 	c.mu.Unlock()
 	go func() {
-		c.refresh(context.Background(), TriggerMaxAge)
+		defer c.wg.Done()
+		c.refresh(c.ctx, TriggerMaxAge)
 		c.mu.Lock()
 		c.bgRunning = false
 		c.mu.Unlock()
 	}()
 }
 
-// refresh reads the source once. A failed read keeps the old keys: a
-// database hiccup must not turn into 401s for everyone.
+// refresh reads the source once, under ctx (request-triggered reads pass
+// one without cancellation: others may be waiting on them; background
+// reads pass c.ctx, so Close ends them). A failed read keeps the old keys
+// (a database or JWKS hiccup must not turn into 401s for everyone) and
+// starts the retry loop.
 func (c *KeyCache) refresh(ctx context.Context, trigger string) error {
 	c.mu.Lock()
 	if ch := c.inflight; ch != nil {
@@ -210,9 +343,8 @@ func (c *KeyCache) refresh(ctx context.Context, trigger string) error {
 	c.lastRead = c.o.Now()
 	c.mu.Unlock()
 
-	// The read outlives the request that caused it: other requests wait on it.
 	// It is counted as the key set's work, not the request's (class keyset).
-	rctx, cancel := context.WithTimeout(context.WithValue(context.WithoutCancel(ctx), infoKey{}, &RequestInfo{Class: ClassKeyset}), c.o.ReadTimeout)
+	rctx, cancel := context.WithTimeout(context.WithValue(ctx, infoKey{}, &RequestInfo{Class: ClassKeyset}), c.o.ReadTimeout)
 	keys, err := c.o.Source.PublicKeys(rctx)
 	cancel()
 
@@ -224,18 +356,75 @@ func (c *KeyCache) refresh(ctx context.Context, trigger string) error {
 		c.mu.Unlock()
 	}()
 	if err != nil {
+		// Under mu, with the retry loop's own check: a failure either finds
+		// the loop running (it will see failing) or starts it.
+		c.failing.Store(true)
+		c.startRetryLocked()
 		c.observe(trigger, "error")
-		c.o.Logger.Error("key set refresh failed; keeping the previous keys", "trigger", trigger, "error", err.Error())
+		c.o.Logger.Error("key set refresh failed; keeping the previous keys and retrying",
+			"trigger", trigger, "keys", len(c.set.Load().keys), "usable", c.usable(c.set.Load()), "error", err.Error())
 		return fmt.Errorf("refresh keys: %w", err)
 	}
-	next := &keySet{keys: make(map[string]ed25519.PublicKey, len(keys)), loadedAt: c.o.Now()}
+	next := &keySet{keys: make(map[string]ed25519.PublicKey, len(keys)), loadedAt: c.o.Now(), loaded: true}
 	for _, k := range append(keys, c.addedDuring...) {
 		next.keys[k.KID] = k.Public
 	}
 	c.set.Store(next)
+	c.failing.Store(false)
 	c.observe(trigger, "ok")
 	c.o.Logger.Debug("key set refreshed", "trigger", trigger, "keys", len(keys))
 	return nil
+}
+
+// startRetryLocked starts the retry loop unless it runs or the cache is
+// closed. c.mu must be held.
+func (c *KeyCache) startRetryLocked() {
+	if c.retrying || c.closed {
+		return
+	}
+	c.retrying = true
+	c.wg.Add(1)
+	go c.retry()
+}
+
+// retry re-reads the source with exponential backoff until a read (its
+// own or anyone's) succeeds, or Close.
+func (c *KeyCache) retry() {
+	defer c.wg.Done()
+	wait := c.o.RetryBackoff
+	for {
+		d := wait/2 + rand.N(wait/2+1)
+		c.nextRetry.Store(c.o.Now().Add(d).UnixNano())
+		t := time.NewTimer(d)
+		select {
+		case <-c.ctx.Done():
+			t.Stop()
+		case <-t.C:
+		}
+		if c.retryOver() {
+			return
+		}
+		c.refresh(c.ctx, TriggerRetry)
+		if c.retryOver() {
+			return
+		}
+		wait = min(wait*2, c.o.RetryBackoffMax)
+	}
+}
+
+// retryOver reports whether the retry loop should end (a read succeeded,
+// or Close), and if so marks it ended, under the same lock refresh records
+// a failure with: no failure can fall between the loop's last look and
+// its end unseen.
+func (c *KeyCache) retryOver() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.failing.Load() && !c.closed {
+		return false
+	}
+	c.retrying = false
+	c.nextRetry.Store(0)
+	return true
 }
 
 func (c *KeyCache) observe(trigger, result string) {

@@ -45,7 +45,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "authsidecar_upstream_errors_total", Help: "Failed upstream round trips by kind (unreachable, timeout, canceled).",
 		}, []string{"kind"}),
 		refreshes: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "authsidecar_keyset_refreshes_total", Help: "Key set refreshes by trigger (boot, max_age, unknown_kid, issuer) and result (ok, error, skipped_cooldown).",
+			Name: "authsidecar_keyset_refreshes_total", Help: "Key set refreshes by trigger (boot, max_age, unknown_kid, issuer, retry) and result (ok, error, skipped_cooldown).",
 		}, []string{"trigger", "result"}),
 	}
 	reg.MustRegister(m.requests, m.duration, m.failures, m.upstreamErrors, m.refreshes,
@@ -77,9 +77,18 @@ func (m *Metrics) ObserveRefresh(trigger, result string) {
 	m.refreshes.WithLabelValues(trigger, result).Inc()
 }
 
-// RegisterKeyCache exports the key set's age and size, read at scrape time.
+// RegisterKeyCache exports the key set's age, size and usability, read at
+// scrape time.
 func RegisterKeyCache(reg prometheus.Registerer, kc *KeyCache) {
 	reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "authsidecar_keyset_usable", Help: "1 when the key set may verify tokens; 0 when it was never loaded or reads have failed past stale_if_error (requests then get 503 KEYS_UNAVAILABLE).",
+		}, func() float64 {
+			if kc.Usable() {
+				return 1
+			}
+			return 0
+		}),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "authsidecar_keyset_age_seconds", Help: "Seconds since the key set was last read from the store.",
 		}, func() float64 { return kc.Age().Seconds() }),

@@ -234,11 +234,14 @@ func (p *Proxy) verify(w http.ResponseWriter, r *http.Request, info *RequestInfo
 func (p *Proxy) refuse(w http.ResponseWriter, info *RequestInfo, err error, tokenSent bool) {
 	info.Reason = reasonOf(err)
 	p.log.Info("authentication refused", "class", info.Class.String(), "reason", info.Reason, "error", err.Error())
-	if info.Reason == ReasonUnavailable {
+	switch info.Reason {
+	case ReasonUnavailable:
 		writeError(w, http.StatusServiceUnavailable, "SERVICE_UNAVAILABLE", "Authentication unavailable")
-		return
+	case ReasonKeysUnavailable:
+		keysUnavailable(w, err)
+	default:
+		unauthorized(w, tokenSent)
 	}
-	unauthorized(w, tokenSent)
 }
 
 // cookieOnly serves GET /api/mcp-oauth/authorize and its kind: reached by

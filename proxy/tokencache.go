@@ -17,7 +17,11 @@ type CachingVerifierOptions struct {
 	Inner Verifier
 	// Keys says whether a cached token's key is still in the key set; a
 	// token whose key left (rotation, AUTH_SECRET change) is refused at
-	// once. Required.
+	// once. KeyCache.Has is also false for every kid while the key set is
+	// unusable (stale past stale_if_error, or never loaded): the hit then
+	// falls through to Inner, whose key lookup fails with
+	// ErrKeysUnavailable, so a hit answers exactly as a full check would.
+	// Required.
 	Keys interface{ Has(kid string) bool }
 	// Size is the most tokens remembered (~200 bytes each). Zero: the
 	// cache is off and Inner is returned as is.

@@ -47,6 +47,9 @@ const (
 	ReasonBadUpgrade    = "bad_upgrade"
 	ReasonBadHost       = "bad_host"
 	ReasonUnavailable   = "unavailable"
+	// ReasonKeysUnavailable: the key set may not be used (never loaded, or
+	// stale past stale_if_error), so no token can be judged.
+	ReasonKeysUnavailable = "keys_unavailable"
 )
 
 // AuthError is a refused credential. The client sees only the status; the
