@@ -239,6 +239,19 @@ func (c *KeyCache) Has(kid string) bool {
 	return ok && c.usable(s)
 }
 
+// HasAt is Has for the token cache's hits, which read the clock anyway:
+// a set older than MaxAge is refreshed in the background, as Lookup does,
+// so a service whose traffic is all cache hits still re-reads its keys
+// (and learns of a key that left the set) every MaxAge.
+func (c *KeyCache) HasAt(kid string, now time.Time) bool {
+	s := c.set.Load()
+	if now.Sub(s.loadedAt) > c.o.MaxAge {
+		c.refreshInBackground()
+	}
+	_, ok := s.keys[kid]
+	return ok && c.usable(s)
+}
+
 // Add installs a key the issuer is about to sign with, so tokens signed
 // with it verify at once instead of waiting out the cooldown.
 func (c *KeyCache) Add(k Key) {

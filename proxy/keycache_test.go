@@ -322,6 +322,46 @@ func TestTokenCacheHitNeedsUsableKeys(t *testing.T) {
 	}
 }
 
+// TestTokenCacheHitRefreshesAfterMaxAge: traffic that is all cache hits
+// still re-reads the keys every MaxAge, so a key that left the set (a
+// rotation's end, a replaced JWKS) stops verifying its cached tokens.
+func TestTokenCacheHitRefreshesAfterMaxAge(t *testing.T) {
+	pub, priv, _ := ed25519.GenerateKey(nil)
+	c := &clock{t: time.Unix(1_800_000_000, 0)}
+	src := &staticKeys{keys: []proxy.Key{{KID: "k1", Public: pub}}}
+	log := newRefreshLog()
+	kc := proxy.NewKeyCache(proxy.KeyCacheOptions{
+		Source: src, Now: c.Now, OnRefresh: log.observe, MaxAge: time.Minute, Cooldown: time.Second,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	defer kc.Close()
+	if err := kc.Load(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	inner := &countingVerifier{inner: proxy.NewJWTVerifier(proxy.JWTVerifierOptions{Keys: kc, Issuer: origin, Audience: origin, Now: c.Now})}
+	v := proxy.NewCachingVerifier(proxy.CachingVerifierOptions{Inner: inner, Keys: kc, Size: 64, Now: c.Now})
+	n := c.Now()
+	tok := sign(priv, map[string]any{"alg": "EdDSA", "kid": "k1"}, map[string]any{
+		"sub": "u1", "iat": n.Unix(), "exp": n.Add(24 * time.Hour).Unix(), "iss": origin, "aud": origin})
+	ctx := context.Background()
+	for range 2 {
+		if _, err := v.Verify(ctx, tok); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The key leaves the source; only hits arrive.
+	src.set(func(s *staticKeys) { s.keys = nil })
+	c.Add(2 * time.Minute)
+	v.Verify(ctx, tok) // a hit past MaxAge: starts the background read
+	log.waitFor(t, "max_age/ok", 1)
+	if _, err := v.Verify(ctx, tok); err == nil {
+		t.Fatal("cached token whose key left the set: got accepted, want refused after the MaxAge re-read")
+	}
+	if inner.n.Load() != 2 {
+		t.Errorf("got %d full checks, want 2 (the first, and the one after the key left)", inner.n.Load())
+	}
+}
+
 // hangingKeys is a KeySource that, when told, fails or hangs until its
 // context ends, as a JWKS server that accepts and never answers would.
 type hangingKeys struct {

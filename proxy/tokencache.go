@@ -21,8 +21,10 @@ type CachingVerifierOptions struct {
 	// unusable (stale past stale_if_error, or never loaded): the hit then
 	// falls through to Inner, whose key lookup fails with
 	// ErrKeysUnavailable, so a hit answers exactly as a full check would.
-	// Required.
-	Keys interface{ Has(kid string) bool }
+	// HasAt also starts the MaxAge refresh a full check would. Required.
+	Keys interface {
+		HasAt(kid string, now time.Time) bool
+	}
 	// Size is the most tokens remembered (~200 bytes each). Zero: the
 	// cache is off and Inner is returned as is.
 	Size int
@@ -41,8 +43,10 @@ type CachingVerifierOptions struct {
 // Eviction is FIFO per shard, which is enough: the working set (live
 // tokens of active users) is far below Size in normal operation.
 type cachingVerifier struct {
-	inner  Verifier
-	keys   interface{ Has(kid string) bool }
+	inner Verifier
+	keys  interface {
+		HasAt(kid string, now time.Time) bool
+	}
 	leeway time.Duration
 	now    func() time.Time
 	shards [cacheShards]cacheShard
@@ -124,7 +128,7 @@ func (v *cachingVerifier) Verify(ctx context.Context, token string) (Claims, err
 			return Claims{}, authErr(ReasonNotYetValid, nil)
 		}
 		live := now.Before(c.Expires.Add(v.leeway))
-		if live && v.keys.Has(c.KID) {
+		if live && v.keys.HasAt(c.KID, now) {
 			v.m.hits.Add(1)
 			return c, nil
 		}
