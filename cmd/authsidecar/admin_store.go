@@ -32,17 +32,25 @@ func openAdmin(ctx context.Context, e *cliEnv, withSecret bool) (*adminEnv, erro
 	a := &adminEnv{}
 	var err error
 	if withSecret {
-		a.cfg, a.secret, err = loadConfig(e)
+		a.cfg, err = config.Load(e.configPath)
+		if err == nil {
+			a.secret, err = a.cfg.LoadSecret(e.getenv)
+		}
 	} else {
 		a.cfg, err = config.Load(e.configPath)
 	}
 	if err != nil {
 		return nil, err
 	}
-	if _, err := os.Stat(a.cfg.Database.Path); errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("database %s does not exist (serve or check creates it): is -config %s the right file?", a.cfg.Database.Path, e.configPath)
+	switch a.cfg.Database.Driver {
+	case "none":
+		return nil, fmt.Errorf("%s has no database (database.driver none): run admin commands with a config of the issuers' database", e.configPath)
+	case "sqlite":
+		if _, err := os.Stat(a.cfg.Database.Path); errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("database %s does not exist (serve or check creates it): is -config %s the right file?", a.cfg.Database.Path, e.configPath)
+		}
 	}
-	if a.db, err = openStore(ctx, a.cfg); err != nil {
+	if a.db, err = openStore(ctx, a.cfg, e.getenv); err != nil {
 		return nil, err
 	}
 	return a, nil

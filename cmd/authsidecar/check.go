@@ -8,6 +8,7 @@ import (
 
 	"github.com/authsidecar/authsidecar/config"
 	"github.com/authsidecar/authsidecar/issuer"
+	"github.com/authsidecar/authsidecar/jwks"
 )
 
 // cmdCheck validates everything serve would need and reports every problem
@@ -23,20 +24,27 @@ func cmdCheck(ctx context.Context, e *cliEnv, args []string) error {
 		return err
 	}
 	fmt.Fprintf(e.stdout, "ok    config %s\n", e.configPath)
-	secret, err := cfg.LoadSecret(e.getenv)
-	if err != nil {
-		problems = append(problems, err)
-	} else {
-		fmt.Fprintf(e.stdout, "ok    secret from $%s\n", cfg.Auth.SecretEnv)
+	var secret config.Secret
+	if cfg.NeedsSecret() {
+		if secret, err = cfg.LoadSecret(e.getenv); err != nil {
+			problems = append(problems, err)
+		} else {
+			fmt.Fprintf(e.stdout, "ok    secret from $%s\n", cfg.Auth.SecretEnv)
+		}
 	}
-	db, err := openStore(ctx, cfg)
-	if err != nil {
+	db, err := openStore(ctx, cfg, e.getenv)
+	switch {
+	case err != nil:
 		problems = append(problems, err)
-	} else {
+	case db == nil:
+		fmt.Fprintln(e.stdout, "ok    no database (verifier mode)")
+	default:
 		defer db.Close()
-		fmt.Fprintf(e.stdout, "ok    database %s (schema migrated)\n", cfg.Database.Path)
+		fmt.Fprintf(e.stdout, "ok    database %s (schema migrated)\n", db)
 	}
-	if db != nil && len(secret.Bytes()) > 0 {
+	if cfg.Verifier() {
+		problems = append(problems, checkJWKS(ctx, cfg, e)...)
+	} else if db != nil && len(secret.Bytes()) > 0 {
 		keys, err := issuer.InspectKeys(ctx, db, secret.Bytes(), cfg.Auth.JWTTTL.D(), nil, newLogger(config.Log{Level: "error"}, io.Discard))
 		if err != nil {
 			problems = append(problems, err)
@@ -62,5 +70,20 @@ func cmdCheck(ctx context.Context, e *cliEnv, args []string) error {
 		return errors.Join(problems...)
 	}
 	fmt.Fprintln(e.stdout, "all checks passed")
+	return nil
+}
+
+// checkJWKS fetches a verifier's JWKS once and reports the keys it would
+// verify with.
+func checkJWKS(ctx context.Context, cfg config.Config, e *cliEnv) []error {
+	f, err := jwks.New(jwks.Options{URL: cfg.Keys.JWKSURL, CAFile: cfg.Keys.JWKSCAFile, Logger: newLogger(config.Log{Level: "error"}, io.Discard)})
+	if err != nil {
+		return []error{fmt.Errorf("keys.jwks_url: %w", err)}
+	}
+	keys, err := f.PublicKeys(ctx)
+	if err != nil {
+		return []error{fmt.Errorf("keys.jwks_url: %w", err)}
+	}
+	fmt.Fprintf(e.stdout, "ok    jwks %s (%s; iss and aud %s)\n", cfg.Keys.JWKSURL, plural(len(keys), "Ed25519 key"), cfg.JWTIssuer())
 	return nil
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/authsidecar/authsidecar/config"
 	"github.com/authsidecar/authsidecar/issuer"
+	"github.com/authsidecar/authsidecar/jwks"
 	"github.com/authsidecar/authsidecar/proxy"
 	"github.com/authsidecar/authsidecar/sqlstore"
 	"github.com/authsidecar/authsidecar/webclient"
@@ -38,37 +39,95 @@ func (k *issuerKeys) PublicKeys(ctx context.Context) ([]proxy.Key, error) {
 	return out, nil
 }
 
-// buildStack wires issuer, key cache, verifier and proxy from the config.
-// It loads the key set before returning, so the first request finds it.
+// buildStack wires issuer (full mode), key cache, verifier and proxy from
+// the config. db is nil in verifier mode without a database. In full mode
+// the key set is loaded before it returns, so the first request finds it;
+// a verifier starts even while its JWKS URL is down (its business routes
+// answer 503 KEYS_UNAVAILABLE and /readyz fails until a fetch succeeds).
 func buildStack(ctx context.Context, cfg config.Config, secret config.Secret, db *sqlstore.DB, lg logs, reg prometheus.Registerer) (*stack, error) {
 	log := lg.log
 	metrics := proxy.NewMetrics(reg)
-	src := &issuerKeys{}
-	keys := proxy.NewKeyCache(proxy.KeyCacheOptions{
-		Source:    src,
+	kc := proxy.KeyCacheOptions{
 		MaxAge:    cfg.Keys.MaxAge.D(),
 		Cooldown:  cfg.Keys.Cooldown.D(),
 		OnRefresh: metrics.ObserveRefresh,
 		Logger:    log,
-	})
+	}
+	src := &issuerKeys{}
+	if cfg.Verifier() {
+		fetcher, err := jwks.New(jwks.Options{URL: cfg.Keys.JWKSURL, CAFile: cfg.Keys.JWKSCAFile, Logger: log})
+		if err != nil {
+			return nil, fmt.Errorf("keys.jwks_url: %w", err)
+		}
+		kc.Source = fetcher
+		// The cache counts from the last good fetch; the config's window
+		// starts when the keys turn stale, max_age later.
+		kc.StaleIfError = cfg.Keys.MaxAge.D() + cfg.Keys.StaleIfError.D()
+	} else {
+		kc.Source = src
+	}
+	keys := proxy.NewKeyCache(kc)
 	proxy.RegisterKeyCache(reg, keys)
+	built := false
+	defer func() {
+		if !built {
+			keys.Close() // stops a background retry a failed Load started
+		}
+	}()
 	trusted, err := proxy.ParsePrefixes(cfg.Proxy.TrustedProxies)
 	if err != nil {
 		return nil, fmt.Errorf("proxy.trusted_proxies: %w", err)
 	}
 	clientIP := proxy.ClientIP(trusted)
-	opts := issuerOptions(cfg, secret, db, log)
-	opts.Registerer = reg
-	opts.ClientIP = clientIP
-	// A key the issuer creates reaches the verifier before any JWT it signs.
-	opts.OnNewKey = func(k issuer.PublicKey) { keys.Add(proxy.Key{KID: k.KID, Public: k.Key}) }
-	iss, err := issuer.New(ctx, opts)
-	if err != nil {
-		return nil, err
+
+	st := &stack{keys: keys}
+	var (
+		auth        http.Handler
+		sessions    proxy.SessionLookup
+		cookieNames []string
+	)
+	if cfg.Verifier() {
+		// /api/auth/* belongs to the issuers: answered here, never forwarded.
+		auth = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			issuer.WriteError(w, http.StatusNotFound, "NOT_FOUND", "Not found: this sidecar only verifies; /api/auth/* is served by the issuer")
+		})
+		if len(cfg.Routes.CookieOnly) > 0 {
+			sr, err := issuer.NewSessionReader(issuer.SessionReaderOptions{
+				Store: db, Secret: secret.Bytes(), BaseURL: cfg.BaseURL, CookieName: cfg.Auth.CookieName,
+			})
+			if err != nil {
+				return nil, err
+			}
+			sessions, cookieNames = sr, []string{sr.CookieName()}
+		}
+		if err := keys.Load(ctx); err != nil {
+			log.Warn("JWKS not reachable at start: business routes answer 503 KEYS_UNAVAILABLE until a fetch succeeds; retrying in the background",
+				"jwks_url", cfg.Keys.JWKSURL, "error", err.Error())
+		}
+	} else {
+		opts := issuerOptions(cfg, secret, db, log)
+		opts.Registerer = reg
+		opts.ClientIP = clientIP
+		// A key the issuer creates reaches the verifier before any JWT it signs.
+		opts.OnNewKey = func(k issuer.PublicKey) { keys.Add(proxy.Key{KID: k.KID, Public: k.Key}) }
+		iss, err := issuer.New(ctx, opts)
+		if err != nil {
+			return nil, err
+		}
+		src.iss = iss
+		if err := keys.Load(ctx); err != nil {
+			return nil, fmt.Errorf("load keys: %w", err)
+		}
+		// The browser client is served beside the issuer at exactly
+		// webclient.ClientPath; every other /api/auth path is the issuer's.
+		mux := http.NewServeMux()
+		mux.Handle("GET "+webclient.ClientPath, webclient.ClientJS())
+		mux.Handle("/", iss)
+		auth, sessions, cookieNames, st.issuer = mux, iss, []string{iss.CookieName()}, iss
 	}
-	src.iss = iss
-	if err := keys.Load(ctx); err != nil {
-		return nil, fmt.Errorf("load keys: %w", err)
+	var roles proxy.RoleLookup
+	if db != nil {
+		roles = db
 	}
 	upstream, err := url.Parse(cfg.Upstream)
 	if err != nil {
@@ -78,10 +137,10 @@ func buildStack(ctx context.Context, cfg config.Config, secret config.Secret, db
 	for i, a := range cfg.Routes.Admin {
 		admin[i] = proxy.AdminRoute{Prefix: a.Prefix, Roles: a.Roles}
 	}
-	origin := cfg.BaseOrigin()
+	name := cfg.JWTIssuer()
 	verifier := proxy.NewCachingVerifier(proxy.CachingVerifierOptions{
 		Inner: proxy.NewJWTVerifier(proxy.JWTVerifierOptions{
-			Keys: keys, Issuer: origin, Audience: origin,
+			Keys: keys, Issuer: name, Audience: name,
 			Leeway: cfg.Auth.Leeway.D(), MaxTTL: cfg.Auth.JWTTTL.D(),
 		}),
 		Keys:       keys,
@@ -89,24 +148,19 @@ func buildStack(ctx context.Context, cfg config.Config, secret config.Secret, db
 		Leeway:     cfg.Auth.Leeway.D(),
 		Registerer: reg,
 	})
-	// The browser client is served beside the issuer at exactly
-	// webclient.ClientPath; every other /api/auth path is the issuer's.
-	auth := http.NewServeMux()
-	auth.Handle("GET "+webclient.ClientPath, webclient.ClientJS())
-	auth.Handle("/", iss)
 	p, err := proxy.New(proxy.Options{
 		Upstream:              upstream,
 		Auth:                  auth,
 		Verifier:              verifier,
-		Sessions:              iss,
-		Roles:                 db,
+		Sessions:              sessions,
+		Roles:                 roles,
 		IdentityHeader:        cfg.Routes.IdentityHeader,
 		CookieOnly:            cfg.Routes.CookieOnly,
 		Passthrough:           cfg.Routes.Passthrough,
 		WebSocketPrefixes:     cfg.Routes.WebsocketPrefixes,
 		Admin:                 admin,
-		SessionCookieNames:    []string{iss.CookieName()},
-		TrustedOrigins:        append([]string{origin}, cfg.Auth.TrustedOrigins...),
+		SessionCookieNames:    cookieNames,
+		TrustedOrigins:        append([]string{cfg.BaseOrigin()}, cfg.Auth.TrustedOrigins...),
 		CORSAllowCredentials:  cfg.CORS.AllowCredentials,
 		CORSMaxAge:            cfg.CORS.MaxAge.D(),
 		ResponseHeaderTimeout: cfg.Proxy.ResponseHeaderTimeout.D(),
@@ -121,12 +175,13 @@ func buildStack(ctx context.Context, cfg config.Config, secret config.Secret, db
 		return nil, err
 	}
 	// The request path, outermost first.
-	h := proxy.Chain(p,
+	st.handler = proxy.Chain(p,
 		proxy.Recover(log),
 		proxy.RequestID(),
 		proxy.Observe(metrics, lg.access),
 	)
-	return &stack{handler: h, issuer: iss, keys: keys}, nil
+	built = true
+	return st, nil
 }
 
 // countQueries counts every store query by the route class of the request
@@ -137,6 +192,9 @@ func countQueries(db *sqlstore.DB, reg prometheus.Registerer) {
 		Name: "authsidecar_db_queries_total", Help: "Store queries by the route class that caused them (keyset: key cache reads; other: start-up and background work).",
 	}, []string{"class"})
 	reg.MustRegister(queries)
+	if db == nil {
+		return
+	}
 	db.Observe = func(ctx context.Context, _ string) {
 		class := "other"
 		if info := proxy.Info(ctx); info != nil {

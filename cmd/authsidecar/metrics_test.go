@@ -80,7 +80,7 @@ func TestMetricsGolden(t *testing.T) {
 	names := []string{
 		"authsidecar_requests_total", "authsidecar_auth_failures_total", "authsidecar_db_queries_total",
 		"authsidecar_signins_total", "authsidecar_signups_total", "authsidecar_jwts_issued_total",
-		"authsidecar_keyset_refreshes_total", "authsidecar_keys_loaded", "authsidecar_inflight_requests",
+		"authsidecar_keyset_refreshes_total", "authsidecar_keyset_usable", "authsidecar_keys_loaded", "authsidecar_inflight_requests",
 		"authsidecar_token_cache_hits_total", "authsidecar_token_cache_misses_total", "authsidecar_token_cache_entries",
 	}
 	golden := filepath.Join("testdata", "metrics.golden")

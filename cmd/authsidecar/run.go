@@ -69,8 +69,15 @@ var commands = []command{
 			detail: "The password is the first line of stdin without its line ending, within\nauth.min_password_length and auth.max_password_length characters. Sessions are kept.\nExample: authsidecar users set-password ann@example.com < new-password.txt"},
 	}},
 	{name: "db", summary: "database maintenance", subs: []command{
-		{name: "backup", args: "FILE", minArgs: 1, maxArgs: 1, summary: "copy the live database to FILE (VACUUM INTO), safe while serving", run: cmdDBBackup,
-			detail: "FILE must not exist; it is created with mode 0600."},
+		{name: "backup", args: "FILE", minArgs: 1, maxArgs: 1, summary: "copy the live SQLite database to FILE (VACUUM INTO), safe while serving", run: cmdDBBackup,
+			detail: "FILE must not exist; it is created with mode 0600. SQLite only: back PostgreSQL up with\n" +
+				"pg_dump (pg_dump -Fc \"$DATABASE_URL\" > authsidecar.dump), which is also safe while serving."},
+		{name: "copy", args: "SOURCE-CONFIG", minArgs: 1, maxArgs: 1, summary: "copy users, sessions, keys and roles from SOURCE-CONFIG's database into -config's empty one", run: cmdDBCopy,
+			detail: "The move from SQLite to PostgreSQL: authsidecar db copy -config postgres.yaml sqlite.yaml\n" +
+				"The target must be empty (a SQLite target must exist: run check first); everything is\n" +
+				"copied in one transaction, or nothing. Signing keys are copied sealed: both configs must\n" +
+				"use the same AUTH_SECRET for the copied keys, sessions and JWTs to stay valid. Stop the\n" +
+				"source's sidecar first, or sign-ups after the copy starts are not in it."},
 	}},
 }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/authsidecar/authsidecar/health"
 	"github.com/authsidecar/authsidecar/internal/gcfloor"
 	"github.com/authsidecar/authsidecar/server"
+	"github.com/authsidecar/authsidecar/sqlstore"
 )
 
 func cmdServe(ctx context.Context, e *cliEnv, args []string) error {
@@ -31,13 +32,13 @@ func cmdServe(ctx context.Context, e *cliEnv, args []string) error {
 	}
 	out := newBufferedLog(e.stderr)
 	defer out.Close()
-	return serve(ctx, cfg, secret, newLogs(cfg.Log, out), nil, nil)
+	return serve(ctx, cfg, secret, e.getenv, newLogs(cfg.Log, out), nil, nil)
 }
 
 // serve runs the sidecar until ctx ends. ln, when not nil, is the public
 // listener already bound (the demo binds first to learn its port); onReady,
 // when not nil, is called once both listeners accept.
-func serve(ctx context.Context, cfg config.Config, secret config.Secret, lg logs, ln net.Listener, onReady func()) error {
+func serve(ctx context.Context, cfg config.Config, secret config.Secret, getenv func(string) string, lg logs, ln net.Listener, onReady func()) error {
 	log := lg.log
 	// Collect when the heap reaches gcHeapFloor (or twice the live heap,
 	// if more) instead of every 4 MiB: about a sixth as many collections
@@ -47,18 +48,21 @@ func serve(ctx context.Context, cfg config.Config, secret config.Secret, lg logs
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
-	db, err := openStore(ctx, cfg)
+	db, err := openStore(ctx, cfg, getenv)
 	if err != nil {
 		return err
 	}
-	// Closed last: Run returns only after every handler has.
-	defer db.Close()
+	if db != nil {
+		// Closed last: Run returns only after every handler has.
+		defer db.Close()
+	}
 	countQueries(db, reg)
 
 	st, err := buildStack(ctx, cfg, secret, db, lg, reg)
 	if err != nil {
 		return err
 	}
+	defer st.keys.Close()
 	// Start-up hashed a dummy password (the issuer's timing guard for
 	// unknown emails): 32 MiB of scrypt garbage that an idle sidecar would
 	// otherwise keep resident until the runtime's two-minute forced GC.
@@ -77,19 +81,21 @@ func serve(ctx context.Context, cfg config.Config, secret config.Secret, lg logs
 
 	checks := []health.Check{
 		{Name: "keyset", Run: func(context.Context) error {
-			if st.keys.Len() == 0 {
-				return errors.New("no verification keys loaded")
-			}
-			return nil
-		}},
-		{Name: "signing_key", Run: func(context.Context) error {
-			if !st.issuer.HasSigningKey() {
-				return errors.New("no usable signing key")
+			if !st.keys.Usable() || st.keys.Len() == 0 {
+				return errors.New("no usable verification keys")
 			}
 			return nil
 		}},
 	}
-	if cfg.Health.ReadyRequiresDatabase {
+	if st.issuer != nil {
+		checks = append(checks, health.Check{Name: "signing_key", Run: func(context.Context) error {
+			if !st.issuer.HasSigningKey() {
+				return errors.New("no usable signing key")
+			}
+			return nil
+		}})
+	}
+	if db != nil && cfg.Health.ReadyRequiresDatabase {
 		checks = append(checks, health.Check{Name: "database", Run: db.Ping})
 	}
 	hl := &health.Health{Checks: checks}
@@ -104,7 +110,7 @@ func serve(ctx context.Context, cfg config.Config, secret config.Secret, lg logs
 		Listener: adminLn, Tracker: adminTracker, Grace: time.Second, Logger: log,
 	}
 	log.Info("listening", "addr", ln.Addr().String(), "metrics_addr", adminLn.Addr().String(),
-		"base_url", cfg.BaseURL, "upstream", cfg.Upstream, "database", cfg.Database.Path, "keys", st.keys.Len())
+		"mode", cfg.Mode, "base_url", cfg.BaseURL, "upstream", cfg.Upstream, "database", dbName(db), "keys", st.keys.Len())
 
 	// The admin listener outlives the main one so /readyz reports 503 while
 	// requests drain.
@@ -155,4 +161,12 @@ func adminMux(reg *prometheus.Registry, hl *health.Health, profiling bool) http.
 		mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
 	}
 	return mux
+}
+
+// dbName names the database for the start-up log line (never a password).
+func dbName(db *sqlstore.DB) string {
+	if db == nil {
+		return "none"
+	}
+	return db.String()
 }

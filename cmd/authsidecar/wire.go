@@ -14,12 +14,15 @@ import (
 	"github.com/authsidecar/authsidecar/sqlstore"
 )
 
-// loadConfig reads the config file and the secret. Both are needed by
-// every command that touches keys or cookies.
+// loadConfig reads the config file and, when the mode needs it, the
+// secret.
 func loadConfig(e *cliEnv) (config.Config, config.Secret, error) {
 	cfg, err := config.Load(e.configPath)
 	if err != nil {
 		return config.Config{}, config.Secret{}, err
+	}
+	if !cfg.NeedsSecret() {
+		return cfg, config.Secret{}, nil
 	}
 	secret, err := cfg.LoadSecret(e.getenv)
 	if err != nil {
@@ -64,7 +67,24 @@ func newLogger(cfg config.Log, w io.Writer) *slog.Logger {
 	return slog.New(slog.NewJSONHandler(w, opts))
 }
 
-func openStore(ctx context.Context, cfg config.Config) (*sqlstore.DB, error) {
+// openStore opens the configured database, or returns nil for driver
+// none (a verifier without one). Errors name the database, never its
+// password.
+func openStore(ctx context.Context, cfg config.Config, getenv func(string) string) (*sqlstore.DB, error) {
+	switch cfg.Database.Driver {
+	case "none":
+		return nil, nil
+	case "postgres":
+		url, err := cfg.LoadDatabaseURL(getenv)
+		if err != nil {
+			return nil, err
+		}
+		db, err := sqlstore.OpenPostgres(ctx, sqlstore.PostgresOptions{URL: string(url.Bytes()), MaxConns: cfg.Database.MaxConns})
+		if err != nil {
+			return nil, fmt.Errorf("database: %w", err)
+		}
+		return db, nil
+	}
 	db, err := sqlstore.OpenSQLite(ctx, cfg.Database.Path)
 	if err != nil {
 		return nil, fmt.Errorf("database %s: %w", cfg.Database.Path, err)
@@ -79,6 +99,7 @@ func issuerOptions(cfg config.Config, secret config.Secret, store issuer.Store, 
 		Store:                   store,
 		Secret:                  secret.Bytes(),
 		BaseURL:                 cfg.BaseURL,
+		JWTIssuer:               cfg.JWTIssuer(),
 		TrustedOrigins:          cfg.Auth.TrustedOrigins,
 		JWTTTL:                  cfg.Auth.JWTTTL.D(),
 		SessionTTL:              cfg.Auth.SessionTTL.D(),

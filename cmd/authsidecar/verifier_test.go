@@ -1,0 +1,227 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// countingUpstream echoes the identity it was given and counts requests,
+// so a test can tell "answered by the sidecar" from "forwarded".
+func countingUpstream(t *testing.T) (*httptest.Server, *atomic.Int64) {
+	t.Helper()
+	var n atomic.Int64
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(map[string]string{"user": r.Header.Get("X-User-Id"), "authorization": r.Header.Get("Authorization"), "path": r.URL.Path})
+	}))
+	t.Cleanup(up.Close)
+	return up, &n
+}
+
+// TestVerifierEndToEnd runs a verifier-only sidecar in front of a second
+// service, fed by a full sidecar's /api/auth/jwks over HTTP: it starts
+// while the issuer is down (503 KEYS_UNAVAILABLE, /readyz failing) and
+// recovers by itself; it serves no /api/auth/*; it learns a rotated key
+// on the first token that names it; and once the issuer has been gone past
+// max_age + stale_if_error its keys become unusable.
+func TestVerifierEndToEnd(t *testing.T) {
+	dir := t.TempDir()
+	up, hits := countingUpstream(t)
+	issuerPort := freePort(t)
+	issuerBase := fmt.Sprintf("http://127.0.0.1:%d", issuerPort)
+	verifierCfg, vport := writeConfigFile(t, dir, "verifier.yaml", fmt.Sprintf(`mode: verifier
+base_url: "http://api2.example.test"
+upstream: %q
+keys: { jwks_url: "%s/api/auth/jwks", max_age: 2s, cooldown: 1s, stale_if_error: 2s }
+`, up.URL, issuerBase))
+	v := startBinary(t, verifierCfg, vport) // no AUTH_SECRET, no database
+	if strings.Contains(v.stderr.String(), "AUTH_SECRET") && !strings.Contains(v.stderr.String(), "listening") {
+		t.Fatalf("verifier wanted a secret:\n%s", v.stderr.String())
+	}
+
+	// The issuer is not up yet: no keys, so 503 KEYS_UNAVAILABLE with
+	// Retry-After, never 401 (which would make clients drop good tokens).
+	res, body := v.do(t, "GET", "/api/tasks", "", "Authorization", "Bearer eyJhbGciOiJFZERTQSIsImtpZCI6IngifQ.eyJzdWIiOiJ4In0.c2ln")
+	if res.StatusCode != 503 || jsonCode(body) != "KEYS_UNAVAILABLE" || res.Header.Get("Retry-After") == "" {
+		t.Fatalf("verifier without keys: got %d %s Retry-After=%q, want 503 KEYS_UNAVAILABLE with Retry-After", res.StatusCode, body, res.Header.Get("Retry-After"))
+	}
+	if res, _ := http.Get(v.metrics + "/readyz"); res == nil || res.StatusCode != 503 {
+		t.Errorf("/readyz without keys: got %v, want 503", res)
+	}
+
+	issuerCfg := filepath.Join(dir, "issuer.yaml")
+	writeFile(t, issuerCfg, fmt.Sprintf(`listen: "127.0.0.1:%d"
+base_url: %q
+upstream: %q
+database: { driver: sqlite, path: %q }
+metrics: { listen: "127.0.0.1:%d" }
+`, issuerPort, issuerBase, up.URL, filepath.Join(dir, "issuer.db"), freePort(t)))
+	iss := startBinary(t, issuerCfg, issuerPort, "AUTH_SECRET="+e2eSecret)
+	cookie, jwt := signUp(t, iss.sidecar, "ann@example.com", "correct-horse-battery")
+
+	// The verifier fetches again by itself (backoff) and serves.
+	start := time.Now()
+	for status(t, v.sidecar, "/api/tasks", jwt) != 200 {
+		if time.Since(start) > 15*time.Second {
+			t.Fatalf("verifier did not recover within 15s of the issuer starting:\n%s", v.stderr.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Logf("verifier served %v after the issuer came up", time.Since(start).Round(time.Millisecond))
+	res, body = v.do(t, "GET", "/api/tasks", "", "Authorization", "Bearer "+jwt)
+	var seen map[string]string
+	json.Unmarshal(body, &seen)
+	if res.StatusCode != 200 || seen["user"] == "" || seen["authorization"] != "" {
+		t.Errorf("business request through the verifier: got %d %s, want the user id and no Authorization upstream", res.StatusCode, body)
+	}
+	if res, _ := http.Get(v.metrics + "/readyz"); res == nil || res.StatusCode != 200 {
+		t.Errorf("/readyz with keys: got %v, want 200", res)
+	}
+	if got := status(t, v.sidecar, "/api/tasks", jwt[:len(jwt)-4]+"AAAA"); got != 401 {
+		t.Errorf("tampered JWT through the verifier: got %d, want 401", got)
+	}
+
+	// /api/auth/* is the issuer's: 404 JSON here, never forwarded.
+	before := hits.Load()
+	for _, path := range []string{"/api/auth/get-session", "/api/auth/jwks", "/api/auth/sign-in/email"} {
+		res, body := v.do(t, "GET", path, "", "Cookie", cookie)
+		if res.StatusCode != 404 || jsonCode(body) != "NOT_FOUND" {
+			t.Errorf("verifier %s: got %d %s, want 404 NOT_FOUND JSON", path, res.StatusCode, body)
+		}
+	}
+	if hits.Load() != before {
+		t.Error("the verifier forwarded an /api/auth/* request upstream")
+	}
+
+	// A rotated key reaches the verifier on the first token naming it.
+	cliWithEnv(t, map[string]string{"AUTH_SECRET": e2eSecret}, argv(issuerCfg, "keys rotate")...)
+	fresh := getJWT(t, iss.sidecar, cookie)
+	deadline := time.Now().Add(3 * time.Second)
+	for status(t, v.sidecar, "/api/tasks", fresh) != 200 {
+		if time.Now().After(deadline) {
+			t.Fatal("verifier never accepted the rotated-in key")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+
+	// The issuer goes away: the last good keys serve until max_age +
+	// stale_if_error (4s here), then 503 KEYS_UNAVAILABLE.
+	iss.stop()
+	if got := status(t, v.sidecar, "/api/tasks", jwt); got != 200 {
+		t.Errorf("right after the issuer stopped: got %d, want 200 (keys still fresh)", got)
+	}
+	deadline = time.Now().Add(15 * time.Second)
+	for {
+		res, body := v.do(t, "GET", "/api/tasks", "", "Authorization", "Bearer "+jwt)
+		if res.StatusCode == 503 && jsonCode(body) == "KEYS_UNAVAILABLE" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("keys never became unusable with the issuer gone: last %d %s", res.StatusCode, body)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if res, _ := http.Get(v.metrics + "/metrics"); res != nil {
+		var b strings.Builder
+		bodyTo(&b, res)
+		for _, want := range []string{`authsidecar_keyset_refreshes_total{result="error"`, `authsidecar_keyset_usable 0`} {
+			if !strings.Contains(b.String(), want) {
+				t.Errorf("verifier /metrics lacks %s", want)
+			}
+		}
+	}
+}
+
+// TestVerifierBetterAuth: a real Better Auth server (memory adapter, jwt()
+// plugin, 30-day tokens) is the issuer and this binary the verifier: any
+// issuer that follows the contract works. It needs `npm ci` in
+// testdata/betterauth-issuer; under CI a missing Node setup fails it.
+func TestVerifierBetterAuth(t *testing.T) {
+	dir := filepath.Join("..", "..", "testdata", "betterauth-issuer")
+	_, nodeErr := exec.LookPath("node")
+	_, modErr := os.Stat(filepath.Join(dir, "node_modules", "better-auth"))
+	if nodeErr != nil || modErr != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("Better Auth issuer cannot run under CI: node: %v, node_modules: %v", nodeErr, modErr)
+		}
+		t.Skipf("needs node and `npm ci` in %s (node: %v, modules: %v)", dir, nodeErr, modErr)
+	}
+	baPort := freePort(t)
+	base := fmt.Sprintf("http://127.0.0.1:%d", baPort)
+	node := exec.Command("node", "server.mjs")
+	node.Dir = dir
+	node.Env = append(testEnv(), fmt.Sprintf("PORT=%d", baPort), "BASE_URL="+base)
+	nodeOut := &syncBuffer{}
+	node.Stdout, node.Stderr = nodeOut, nodeOut
+	if err := node.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { node.Process.Kill(); node.Wait() })
+	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(nodeOut.String(), "LISTENING"); {
+		if time.Now().After(deadline) {
+			t.Fatalf("Better Auth did not start:\n%s", nodeOut.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+
+	up, _ := countingUpstream(t)
+	cfg, port := writeConfigFile(t, t.TempDir(), "verifier.yaml", fmt.Sprintf(`mode: verifier
+base_url: "http://api2.example.test"
+upstream: %q
+keys: { jwks_url: "%s/api/auth/jwks", cooldown: 1s }
+`, up.URL, base))
+	v := startBinary(t, cfg, port)
+
+	ba := &sidecar{base: base}
+	res, body := ba.do(t, "POST", "/api/auth/sign-up/email", `{"name":"Ann","email":"ann@example.com","password":"correct-horse-battery"}`, "Origin", base)
+	var signed struct{ User struct{ ID string } }
+	if json.Unmarshal(body, &signed); res.StatusCode != 200 || signed.User.ID == "" || len(res.Cookies()) == 0 {
+		t.Fatalf("Better Auth sign-up: got %d %s", res.StatusCode, body)
+	}
+	var cookies []string
+	for _, c := range res.Cookies() {
+		cookies = append(cookies, c.Name+"="+c.Value)
+	}
+	res, body = ba.do(t, "GET", "/api/auth/token", "", "Cookie", strings.Join(cookies, "; "), "Origin", base)
+	var tok struct{ Token string }
+	if json.Unmarshal(body, &tok); res.StatusCode != 200 || tok.Token == "" {
+		t.Fatalf("Better Auth /token: got %d %s", res.StatusCode, body)
+	}
+
+	// Better Auth made its key with the first token: the verifier learns
+	// it on the unknown kid (within keys.cooldown).
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		res, body = v.do(t, "GET", "/api/tasks", "", "Authorization", "Bearer "+tok.Token)
+		if res.StatusCode == 200 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Better Auth's JWT through the verifier: got %d %s\n%s", res.StatusCode, body, v.stderr.String())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	var seen map[string]string
+	if json.Unmarshal(body, &seen); seen["user"] != signed.User.ID {
+		t.Errorf("upstream saw user %q, want Better Auth's user id %q", seen["user"], signed.User.ID)
+	}
+	if got := status(t, v.sidecar, "/api/tasks", tok.Token[:len(tok.Token)-4]+"AAAA"); got != 401 {
+		t.Errorf("tampered Better Auth JWT: got %d, want 401", got)
+	}
+}
+
+func jsonCode(body []byte) string {
+	var e struct{ Code string }
+	json.Unmarshal(body, &e)
+	return e.Code
+}
