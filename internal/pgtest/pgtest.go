@@ -130,4 +130,3 @@ func freshDatabase(tb testing.TB, admin string) string {
 	u.Path = "/" + name
 	return u.String()
 }
-
