@@ -58,28 +58,40 @@ func (db *DB) migrate(ctx context.Context) error {
 }
 
 // migrateSQLite keeps the version in PRAGMA user_version, as every
-// database file made before PostgreSQL support does.
+// database file made before PostgreSQL support does. Each step reads the
+// version inside its write transaction (BEGIN IMMEDIATE), so processes
+// opening a new file at the same moment take turns instead of both
+// applying 0001. An up-to-date file, the usual case, is only read.
 func (db *DB) migrateSQLite(ctx context.Context, ms []migration) error {
 	var current int
 	if err := db.w.QueryRowContext(ctx, `PRAGMA user_version`).Scan(&current); err != nil {
 		return fmt.Errorf("read schema version: %w", err)
 	}
-	if err := tooNew(current, len(ms)); err != nil {
+	if err := tooNew(current, len(ms)); err != nil || current == len(ms) {
 		return err
 	}
-	for _, m := range ms[current:] {
+	for {
+		var step *migration
 		err := db.withTx(ctx, func(t tx) error {
-			if _, err := t.ExecContext(ctx, m.body); err != nil {
+			if err := t.QueryRowContext(ctx, `PRAGMA user_version`).Scan(&current); err != nil {
+				return fmt.Errorf("read schema version: %w", err)
+			}
+			if err := tooNew(current, len(ms)); err != nil || current == len(ms) {
 				return err
 			}
-			_, err := t.ExecContext(ctx, fmt.Sprintf(`PRAGMA user_version = %d`, m.version))
-			return err
+			step = &ms[current]
+			if _, err := t.ExecContext(ctx, step.body); err != nil {
+				return fmt.Errorf("migration %s: %w", step.name, err)
+			}
+			if _, err := t.ExecContext(ctx, fmt.Sprintf(`PRAGMA user_version = %d`, step.version)); err != nil {
+				return fmt.Errorf("migration %s: %w", step.name, err)
+			}
+			return nil
 		})
-		if err != nil {
-			return fmt.Errorf("migration %s: %w", m.name, err)
+		if err != nil || step == nil {
+			return err
 		}
 	}
-	return nil
 }
 
 // migratePostgres holds a session advisory lock on one connection while it

@@ -61,7 +61,10 @@ type PostgresOptions struct {
 	// URL is a postgres:// URL or key=value connection string. Required.
 	// It is never printed: errors name the host and database only.
 	URL string
-	// MaxConns bounds the pool. Zero: 10.
+	// MaxConns bounds the pool. Zero: 10. Below 2 it is 2: an advisory
+	// lock (migrations, LockKeys) holds a connection while the work done
+	// under it queries through the pool, so a pool of one would wait for
+	// itself forever.
 	MaxConns int
 	// ConnectTimeout bounds one connection attempt, so a dead server
 	// answers requests with an error instead of holding them. Zero: 3s.
@@ -75,6 +78,7 @@ func OpenPostgres(ctx context.Context, o PostgresOptions) (*DB, error) {
 	if o.MaxConns == 0 {
 		o.MaxConns = 10
 	}
+	o.MaxConns = max(o.MaxConns, 2)
 	if o.ConnectTimeout == 0 {
 		o.ConnectTimeout = 3 * time.Second
 	}

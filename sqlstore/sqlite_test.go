@@ -2,14 +2,12 @@ package sqlstore_test
 
 import (
 	"context"
-	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/authsidecar/authsidecar/issuer"
 	"github.com/authsidecar/authsidecar/sqlstore"
 )
 
@@ -25,56 +23,21 @@ func MustOpenDB(tb testing.TB) (*sqlstore.DB, string) {
 	return db, path
 }
 
-func TestOpenMigratesOnceAndRestrictsMode(t *testing.T) {
-	db, path := MustOpenDB(t)
-	ctx := context.Background()
-	if err := db.Ping(ctx); err != nil {
-		t.Fatal(err)
-	}
+// TestSQLiteFileMode: the file holds password hashes and encrypted keys,
+// so it is created readable by its owner only. (The rest of what Open does
+// is in the conformance suite.)
+func TestSQLiteFileMode(t *testing.T) {
+	_, path := MustOpenDB(t)
 	info, err := os.Stat(path)
-	if err != nil || info.Mode().Perm() != 0o600 {
-		t.Fatalf("got mode %v (%v), want 0600", info.Mode().Perm(), err)
-	}
-	now := time.Now().UTC().Truncate(time.Millisecond)
-	u := issuer.User{ID: "u1", Name: "N", Email: "n@example.com", CreatedAt: now, UpdatedAt: now}
-	s := issuer.Session{ID: "s1", Token: "t1", UserID: "u1", ExpiresAt: now.Add(time.Hour), CreatedAt: now, UpdatedAt: now, Remember: true}
-	if err := db.CreateUser(ctx, u, "salt:hash", s); err != nil {
-		t.Fatal(err)
-	}
-	db.Close()
-
-	// Reopening runs no migration twice and keeps the data.
-	db2, err := sqlstore.OpenSQLite(ctx, path)
-	if err != nil {
-		t.Fatalf("reopen: %v", err)
-	}
-	defer db2.Close()
-	gotS, gotU, err := db2.SessionByToken(ctx, "t1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if gotU.Email != u.Email || !gotS.ExpiresAt.Equal(s.ExpiresAt) || !gotS.Remember || gotU.Image != nil {
-		t.Errorf("got %+v %+v, want what was stored", gotS, gotU)
-	}
-	// A second user with the same email is refused and leaves nothing behind.
-	u2 := u
-	u2.ID = "u2"
-	s2 := s
-	s2.ID, s2.Token, s2.UserID = "s2", "t2", "u2"
-	if err := db2.CreateUser(ctx, u2, "x:y", s2); !errors.Is(err, issuer.ErrEmailTaken) {
-		t.Fatalf("duplicate email: got %v, want ErrEmailTaken", err)
-	}
-	for table, want := range map[string]int{"user": 1, "account": 1, "session": 1} {
-		if n, _ := db2.Count(ctx, table); n != want {
-			t.Errorf("%s: got %d rows, want %d", table, n, want)
-		}
-	}
-	if _, err := db2.Count(ctx, "user; DROP TABLE user"); err == nil {
-		t.Error("Count accepted an arbitrary table name")
+	if info.Mode().Perm() != 0o600 {
+		t.Fatalf("got mode %v, want 0600", info.Mode().Perm())
 	}
 }
 
-func TestOpenRefusesNewerSchema(t *testing.T) {
+func TestSQLiteRefusesNewerSchema(t *testing.T) {
 	db, path := MustOpenDB(t)
 	db.Close()
 	raw, err := sqlstore.OpenSQLite(context.Background(), path)
@@ -91,9 +54,61 @@ func TestOpenRefusesNewerSchema(t *testing.T) {
 	}
 }
 
-func TestOpenFailsClearly(t *testing.T) {
+func TestSQLiteOpenFailsClearly(t *testing.T) {
 	_, err := sqlstore.OpenSQLite(context.Background(), filepath.Join(t.TempDir(), "missing-dir", "x.db"))
 	if err == nil || !strings.Contains(err.Error(), "open database") {
 		t.Fatalf("got %v, want an open database error", err)
+	}
+}
+
+func TestSQLiteBackup(t *testing.T) {
+	db, _ := MustOpenDB(t)
+	ctx := context.Background()
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	mustCreateUser(t, db, "u1", "ann@example.com", now, now.Add(time.Hour))
+	mustCreateUser(t, db, "u2", "bob@example.com", now, now.Add(time.Hour))
+
+	dir := t.TempDir()
+	path := filepath.Join(dir, "backup.db")
+	if err := db.Backup(ctx, path); err != nil {
+		t.Fatal(err)
+	}
+	info, err := os.Stat(path)
+	if err != nil || info.Mode().Perm() != 0o600 {
+		t.Fatalf("backup file: got %v %v, want mode 0600", info, err)
+	}
+	// Writes after the backup do not reach it.
+	mustCreateUser(t, db, "u3", "cy@example.com", now, now.Add(time.Hour))
+
+	copyDB, err := sqlstore.OpenSQLite(ctx, path)
+	if err != nil {
+		t.Fatalf("open backup: %v", err)
+	}
+	defer copyDB.Close()
+	users, err := copyDB.Users(ctx, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(users) != 2 || users[0].Email != "ann@example.com" || users[1].Email != "bob@example.com" || users[0].LiveSessions != 1 {
+		t.Errorf("backup users: got %+v, want ann and bob with their sessions", users)
+	}
+	if _, hash, err := copyDB.CredentialByEmail(ctx, "bob@example.com"); err != nil || hash != "salt:hash" {
+		t.Errorf("backup credential: got %q %v, want the stored hash", hash, err)
+	}
+
+	// An existing file is never overwritten, even an empty one.
+	empty := filepath.Join(dir, "empty.db")
+	os.WriteFile(empty, nil, 0o644)
+	for _, p := range []string{path, empty} {
+		before, _ := os.ReadFile(p)
+		if err := db.Backup(ctx, p); err == nil || !strings.Contains(err.Error(), "already exists") {
+			t.Errorf("backup over %s: got %v, want a refusal", filepath.Base(p), err)
+		}
+		if after, _ := os.ReadFile(p); string(after) != string(before) {
+			t.Errorf("backup over %s changed the file", filepath.Base(p))
+		}
+	}
+	if err := db.Backup(ctx, filepath.Join(dir, "missing", "b.db")); err == nil {
+		t.Error("backup into a missing directory: got nil, want an error")
 	}
 }

@@ -1,0 +1,230 @@
+package sqlstore_test
+
+import (
+	"context"
+	"errors"
+	"reflect"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/authsidecar/authsidecar/issuer"
+	"github.com/authsidecar/authsidecar/sqlstore"
+)
+
+// fill stores, through the store's own methods where it has one, one of
+// every kind of row, and returns the snapshot Export must give back.
+func fill(t *testing.T, db *sqlstore.DB, e env) issuer.Snapshot {
+	t.Helper()
+	ctx := context.Background()
+	at := t0.Add(123 * time.Millisecond)
+	img := "https://example.com/ann.png"
+	ann := issuer.User{ID: "u1", Name: "Ann", Email: "ann@example.com", EmailVerified: true, Image: &img, CreatedAt: t0, UpdatedAt: at}
+	bob := issuer.User{ID: "u2", Name: "Bob", Email: "bob@example.com", CreatedAt: at, UpdatedAt: at}
+	annS := issuer.Session{ID: "s1", Token: "t1", UserID: "u1", ExpiresAt: t0.Add(time.Hour), CreatedAt: t0, UpdatedAt: t0, IPAddress: "2001:db8::1", UserAgent: "UA", Remember: true}
+	bobS := issuer.Session{ID: "s2", Token: "t2", UserID: "u2", ExpiresAt: at.Add(time.Hour), CreatedAt: at, UpdatedAt: at}
+	annS2 := issuer.Session{ID: "s3", Token: "t3", UserID: "u1", ExpiresAt: t0.Add(2 * time.Hour), CreatedAt: t0, UpdatedAt: t0, Remember: false}
+	for _, c := range []struct {
+		u issuer.User
+		s issuer.Session
+	}{{ann, annS}, {bob, bobS}} {
+		if err := db.CreateUser(ctx, c.u, "hash-"+c.u.ID, c.s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.CreateSession(ctx, annS2); err != nil {
+		t.Fatal(err)
+	}
+	k1 := key("k1", t0, t0.Add(time.Hour))
+	k2 := key("k2", at, time.Time{})
+	k2.Alg, k2.Crv = "EdDSA", "Ed25519"
+	for _, k := range []issuer.KeyRecord{k1, k2} {
+		if err := db.InsertKey(ctx, k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, g := range []struct{ email, role string }{{"ann@example.com", "admin"}, {"ann@example.com", "ops"}, {"bob@example.com", "ops"}} {
+		if _, err := db.GrantRoleByEmail(ctx, g.email, g.role, at); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The store writes no account without a password: Better Auth does,
+	// for social sign-ins.
+	if _, err := e.db.raw(t).ExecContext(ctx, `INSERT INTO account (id, account_id, provider_id, user_id, password, created_at, updated_at)
+		VALUES ('gh1', '4242', 'github', 'u1', NULL, 1748779200000, 1748779200123)`); err != nil {
+		t.Fatal(err)
+	}
+	return issuer.Snapshot{
+		Users: []issuer.User{ann, bob},
+		Accounts: []issuer.Account{
+			{ID: "cred_u1", AccountID: "u1", ProviderID: "credential", UserID: "u1", Password: ptr("hash-u1"), CreatedAt: t0, UpdatedAt: at},
+			{ID: "cred_u2", AccountID: "u2", ProviderID: "credential", UserID: "u2", Password: ptr("hash-u2"), CreatedAt: at, UpdatedAt: at},
+			{ID: "gh1", AccountID: "4242", ProviderID: "github", UserID: "u1", CreatedAt: t0, UpdatedAt: at},
+		},
+		Sessions: []issuer.Session{annS, bobS, annS2},
+		Keys:     []issuer.KeyRecord{k1, k2},
+		Roles: []issuer.RoleGrant{
+			{UserID: "u1", Email: "ann@example.com", Role: "admin", CreatedAt: at},
+			{UserID: "u1", Email: "ann@example.com", Role: "ops", CreatedAt: at},
+			{UserID: "u2", Email: "bob@example.com", Role: "ops", CreatedAt: at},
+		},
+	}
+}
+
+// normalize sorts a snapshot's rows by key: the order Export lists them in
+// is no part of what a copy must preserve.
+func normalize(s issuer.Snapshot) issuer.Snapshot {
+	s.Users = append([]issuer.User(nil), s.Users...)
+	s.Accounts = append([]issuer.Account(nil), s.Accounts...)
+	s.Sessions = append([]issuer.Session(nil), s.Sessions...)
+	s.Keys = append([]issuer.KeyRecord(nil), s.Keys...)
+	s.Roles = append([]issuer.RoleGrant(nil), s.Roles...)
+	sort.Slice(s.Users, func(i, j int) bool { return s.Users[i].ID < s.Users[j].ID })
+	sort.Slice(s.Accounts, func(i, j int) bool { return s.Accounts[i].ID < s.Accounts[j].ID })
+	sort.Slice(s.Sessions, func(i, j int) bool { return s.Sessions[i].ID < s.Sessions[j].ID })
+	sort.Slice(s.Keys, func(i, j int) bool { return s.Keys[i].ID < s.Keys[j].ID })
+	sort.Slice(s.Roles, func(i, j int) bool {
+		a, b := s.Roles[i], s.Roles[j]
+		return a.UserID < b.UserID || a.UserID == b.UserID && a.Role < b.Role
+	})
+	return s
+}
+
+func mustExport(t *testing.T, db *sqlstore.DB) issuer.Snapshot {
+	t.Helper()
+	snap, err := db.Export(context.Background())
+	if err != nil {
+		t.Fatalf("export from %s: %v", db.Engine(), err)
+	}
+	return normalize(snap)
+}
+
+// testExportImportRoundTrip: Export gives back every row as stored; a copy
+// into an empty database of the other engine, and back into this engine,
+// exports the same snapshot.
+func testExportImportRoundTrip(t *testing.T, db *sqlstore.DB, e env) {
+	ctx := context.Background()
+	want := normalize(fill(t, db, e))
+	if got := mustExport(t, db); !reflect.DeepEqual(got, want) {
+		t.Fatalf("export:\ngot  %+v\nwant %+v", got, want)
+	}
+	// Into this engine first: it needs no other server.
+	same := e.freshSelf(t)
+	if err := same.Import(ctx, want); err != nil {
+		t.Fatalf("import into %s: %v", same.Engine(), err)
+	}
+	if got := mustExport(t, same); !reflect.DeepEqual(got, want) {
+		t.Errorf("export of the %s copy:\ngot  %+v\nwant %+v", same.Engine(), got, want)
+	}
+
+	other := e.freshOther(t)
+	if err := other.Import(ctx, mustExport(t, db)); err != nil {
+		t.Fatalf("import into %s: %v", other.Engine(), err)
+	}
+	got := mustExport(t, other)
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("export of the %s copy:\ngot  %+v\nwant %+v", other.Engine(), got, want)
+	}
+	// The copy works, not just exports: the store reads it back.
+	if s, u, err := other.SessionByToken(ctx, "t1"); err != nil || !reflect.DeepEqual(u, want.Users[0]) || !reflect.DeepEqual(s, want.Sessions[0]) {
+		t.Errorf("session in the %s copy: got %+v %+v %v", other.Engine(), s, u, err)
+	}
+	if ok, err := other.HasAnyRole(ctx, "u2", []string{"ops"}); err != nil || !ok {
+		t.Errorf("role in the %s copy: got %v %v, want true", other.Engine(), ok, err)
+	}
+}
+
+// testImportRefusesNonEmpty: Import into a database holding any user,
+// session, key or role is ErrNotEmpty and changes nothing.
+func testImportRefusesNonEmpty(t *testing.T, db *sqlstore.DB, e env) {
+	ctx := context.Background()
+	snap := fill(t, db, e)
+	tests := []struct {
+		name string
+		prep func(*sqlstore.DB) error
+	}{
+		{"a user", func(d *sqlstore.DB) error {
+			u, s := newUser("x", "x@example.com", t0)
+			return d.CreateUser(ctx, u, "h", s)
+		}},
+		{"only a key", func(d *sqlstore.DB) error { return d.InsertKey(ctx, key("kx", t0, time.Time{})) }},
+	}
+	for _, tt := range tests {
+		target := e.freshSelf(t)
+		if err := tt.prep(target); err != nil {
+			t.Fatal(err)
+		}
+		before := mustExport(t, target)
+		if err := target.Import(ctx, snap); !errors.Is(err, sqlstore.ErrNotEmpty) {
+			t.Errorf("%s: got %v, want ErrNotEmpty", tt.name, err)
+		}
+		if after := mustExport(t, target); !reflect.DeepEqual(after, before) {
+			t.Errorf("%s: refused import changed the target:\ngot  %+v\nwant %+v", tt.name, after, before)
+		}
+	}
+	// The source itself, full of rows.
+	before := mustExport(t, db)
+	if err := db.Import(ctx, issuer.Snapshot{}); !errors.Is(err, sqlstore.ErrNotEmpty) {
+		t.Errorf("full database: got %v, want ErrNotEmpty", err)
+	}
+	if after := mustExport(t, db); !reflect.DeepEqual(after, before) {
+		t.Error("refused import changed the full database")
+	}
+	// Rate-limit buckets are no part of a copy: a target holding only
+	// those is empty.
+	target := e.freshSelf(t)
+	if _, err := target.TakeToken(ctx, "k", issuer.Rate{N: 1, Per: time.Minute}, t0); err != nil {
+		t.Fatal(err)
+	}
+	if err := target.Import(ctx, snap); err != nil {
+		t.Errorf("target with only rate-limit buckets: got %v, want nil", err)
+	}
+}
+
+// testImportIsAllOrNothing: a snapshot with one bad row leaves the target
+// as empty as it was (one transaction), and the target takes a good
+// snapshot afterwards.
+func testImportIsAllOrNothing(t *testing.T, db *sqlstore.DB, e env) {
+	ctx := context.Background()
+	good := fill(t, db, e)
+	tests := []struct {
+		name    string
+		corrupt func(s *issuer.Snapshot)
+	}{
+		{"session of a missing user", func(s *issuer.Snapshot) {
+			s.Sessions = append(s.Sessions, issuer.Session{ID: "sx", Token: "tx", UserID: "missing", ExpiresAt: t0, CreatedAt: t0, UpdatedAt: t0})
+		}},
+		{"duplicate user id", func(s *issuer.Snapshot) {
+			s.Users = append(s.Users, issuer.User{ID: "u1", Name: "Dup", Email: "dup@example.com", CreatedAt: t0, UpdatedAt: t0})
+		}},
+		{"duplicate email", func(s *issuer.Snapshot) {
+			s.Users = append(s.Users, issuer.User{ID: "u9", Name: "Dup", Email: "ann@example.com", CreatedAt: t0, UpdatedAt: t0})
+		}},
+		{"account of a missing user", func(s *issuer.Snapshot) {
+			s.Accounts = append(s.Accounts, issuer.Account{ID: "ax", AccountID: "1", ProviderID: "github", UserID: "missing", CreatedAt: t0, UpdatedAt: t0})
+		}},
+		{"duplicate session token", func(s *issuer.Snapshot) {
+			dup := s.Sessions[0]
+			dup.ID = "sy"
+			s.Sessions = append(s.Sessions, dup)
+		}},
+		{"duplicate key id", func(s *issuer.Snapshot) { s.Keys = append(s.Keys, s.Keys[0]) }},
+		{"role of a missing user", func(s *issuer.Snapshot) {
+			s.Roles = append(s.Roles, issuer.RoleGrant{UserID: "missing", Role: "admin", CreatedAt: t0})
+		}},
+		{"duplicate role", func(s *issuer.Snapshot) { s.Roles = append(s.Roles, s.Roles[0]) }},
+	}
+	for _, tt := range tests {
+		snap := normalize(good) // a deep enough copy: corrupt only appends
+		tt.corrupt(&snap)
+		target := e.freshSelf(t)
+		err := target.Import(ctx, snap)
+		if err == nil || errors.Is(err, sqlstore.ErrNotEmpty) {
+			t.Errorf("%s: got %v, want an import error", tt.name, err)
+		}
+		wantCounts(t, target, empty())
+		if err := target.Import(ctx, good); err != nil {
+			t.Errorf("%s: a good import after the failed one: %v", tt.name, err)
+		}
+	}
+}
