@@ -98,7 +98,7 @@ func launch(t *testing.T, cfgPath string, port int, env ...string) (*process, er
 	s.stop = func() error { return wait(syscall.SIGTERM) }
 	p := &process{sidecar: s, cmd: cmd}
 	t.Cleanup(func() {
-		p.kill()
+		p.stop() // SIGTERM: the batched log is flushed
 		if t.Failed() {
 			t.Logf("%s log:\n%s", s.base, tail(s.stderr.String(), 4000))
 		}
@@ -180,13 +180,20 @@ func bodyTo(w io.Writer, res *http.Response) {
 	io.Copy(w, res.Body)
 }
 
-// cliWithEnv runs one CLI command in process with exactly env as the
-// environment.
+// runWithEnv runs one CLI command in process with exactly env as the
+// environment and stdin.
+func runWithEnv(env map[string]string, stdin string, args ...string) (stdout, stderr string, err error) {
+	var out, errOut bytes.Buffer
+	err = run(context.Background(), args, func(k string) string { return env[k] }, strings.NewReader(stdin), &out, &errOut)
+	return out.String(), errOut.String(), err
+}
+
+// cliWithEnv is runWithEnv that fails the test on an error.
 func cliWithEnv(t *testing.T, env map[string]string, args ...string) string {
 	t.Helper()
-	var out, errOut bytes.Buffer
-	if err := run(context.Background(), args, func(k string) string { return env[k] }, strings.NewReader(""), &out, &errOut); err != nil {
-		t.Fatalf("%s: %v\n%s", strings.Join(args, " "), err, errOut.String())
+	out, errOut, err := runWithEnv(env, "", args...)
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", strings.Join(args, " "), err, errOut)
 	}
-	return out.String()
+	return out
 }
