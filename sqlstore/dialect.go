@@ -21,8 +21,10 @@ type dialect struct {
 	// so two transactions cannot both read the old value. SQLite needs
 	// nothing: its write transactions (BEGIN IMMEDIATE) are serialized.
 	forUpdate string
-	// uniqueViolation reports an insert refused by a UNIQUE constraint.
-	uniqueViolation func(error) bool
+	// emailTaken reports an insert refused by the UNIQUE constraint on
+	// "user".email, and no other: a duplicate id (a broken db copy) must
+	// not read as "email already registered".
+	emailTaken func(error) bool
 	// snapshotIsolation makes a read transaction see one snapshot (Export).
 	// SQLite's read transactions under WAL always do.
 	snapshotIsolation sql.IsolationLevel
@@ -33,10 +35,10 @@ type dialect struct {
 var sqliteDialect = &dialect{
 	name:   "sqlite",
 	rebind: func(q string) string { return q },
-	// modernc reports "constraint failed: UNIQUE constraint failed: ..."
-	// (extended code 2067); the message is stable across versions.
-	uniqueViolation: func(err error) bool {
-		return err != nil && strings.Contains(err.Error(), "UNIQUE constraint failed")
+	// modernc reports "constraint failed: UNIQUE constraint failed:
+	// user.email (2067)"; the message is stable across versions.
+	emailTaken: func(err error) bool {
+		return err != nil && strings.Contains(err.Error(), "UNIQUE constraint failed: user.email")
 	},
 	migrations: "migrations/sqlite",
 }
@@ -46,10 +48,11 @@ var postgresDialect = &dialect{
 	rebind:            dollarPlaceholders,
 	forUpdate:         " FOR UPDATE",
 	snapshotIsolation: sql.LevelRepeatableRead,
-	// SQLSTATE 23505, never the message text, which is localized.
-	uniqueViolation: func(err error) bool {
+	// SQLSTATE 23505 on the constraint migrations/postgres/0001 names by
+	// default, never the message text, which is localized.
+	emailTaken: func(err error) bool {
 		var pe *pgconn.PgError
-		return errors.As(err, &pe) && pe.Code == "23505"
+		return errors.As(err, &pe) && pe.Code == "23505" && pe.ConstraintName == "user_email_key"
 	},
 	migrations: "migrations/postgres",
 }

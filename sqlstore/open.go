@@ -90,7 +90,12 @@ func OpenPostgres(ctx context.Context, o PostgresOptions) (*DB, error) {
 	}
 	cc.ConnectTimeout = o.ConnectTimeout
 	where := fmt.Sprintf("postgres://%s:%d/%s", cc.Host, cc.Port, cc.Database)
-	p := stdlib.OpenDB(*cc)
+	// A connection idle for a moment is pinged before reuse (pgx's default
+	// is a second): after a database restart, the pool's old connections
+	// are found dead by the ping, not by a request that then fails.
+	p := stdlib.OpenDB(*cc, stdlib.OptionShouldPing(func(_ context.Context, sp stdlib.ShouldPingParams) bool {
+		return sp.IdleDuration > 100*time.Millisecond
+	}))
 	p.SetMaxOpenConns(o.MaxConns)
 	p.SetMaxIdleConns(o.MaxConns)
 	// Connections are recycled, so after a failover or restart the pool

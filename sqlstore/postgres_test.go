@@ -228,11 +228,11 @@ func TestPostgresReconnectsAfterRestart(t *testing.T) {
 	if err := c.Start(); err != nil {
 		t.Fatal(err)
 	}
-	// A pooled connection the server closed, reused within a second of
-	// its last use, is not pinged first (pgx's stdlib pings only after 1s
-	// idle): its next request fails once and the connection goes. So a
-	// few requests may fail at the restart; the DB must serve again soon,
-	// with no reopening.
+	// A pooled connection the server closed, reused within 100 ms of its
+	// last use, is not pinged first (OpenPostgres pings after 100 ms idle,
+	// pgx's default is 1s): its next request fails once and the connection
+	// goes. So a request may fail at the restart; the DB must serve again
+	// soon, with no reopening.
 	var failures []error
 	deadline := time.Now().Add(10 * time.Second)
 	for {

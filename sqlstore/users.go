@@ -34,7 +34,7 @@ func insertUser(ctx context.Context, t tx, u issuer.User) error {
 	_, err := t.exec(ctx,
 		`INSERT INTO "user" (id, name, email, email_verified, image, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)`,
 		u.ID, u.Name, u.Email, u.EmailVerified, u.Image, ms(u.CreatedAt), ms(u.UpdatedAt))
-	if t.db.dl.uniqueViolation(err) {
+	if t.db.dl.emailTaken(err) {
 		return issuer.ErrEmailTaken
 	}
 	if err != nil {
