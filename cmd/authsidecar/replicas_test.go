@@ -388,3 +388,66 @@ func TestAdminCLIOnPostgres(t *testing.T) {
 		t.Errorf("CLI output shows the database password:\n%s", all.String())
 	}
 }
+
+// TestVerifierOnIssuersPostgres: a verifier given the issuers' database
+// serves cookie-only and admin routes as full mode does, while still
+// taking its keys from the JWKS URL and serving no /api/auth/*. The query
+// counter shows the database work by class: none for business requests.
+func TestVerifierOnIssuersPostgres(t *testing.T) {
+	url := pgtest.URL(t)
+	up := echoUpstream(t)
+	dir := t.TempDir()
+	issuerCfg, issuerPort := replicaConfig(t, dir, "issuer.yaml", up.URL, "")
+	iss := startBinary(t, issuerCfg, issuerPort, pgEnv(url)...)
+	cookie, jwt := signUp(t, iss.sidecar, "ann@example.com", "correct-horse-battery")
+	cliWithEnv(t, map[string]string{"DATABASE_URL": url}, argv(issuerCfg, "roles grant", "ann@example.com", "admin")...)
+
+	vcfg, vport := writeConfigFile(t, dir, "verifier.yaml", fmt.Sprintf(`mode: verifier
+base_url: "http://app.example.test"
+upstream: %q
+database: { driver: postgres }
+keys: { jwks_url: "%s/api/auth/jwks" }
+auth: { issuer: "http://app.example.test" }
+routes:
+  cookie_only: [/api/mcp-oauth/authorize]
+  admin: [{ prefix: /api/admin/, roles: [admin] }]
+`, up.URL, iss.base))
+	v := startBinary(t, vcfg, vport, pgEnv(url)...)
+	if got := status(t, v.sidecar, "/api/admin/users", jwt); got != 200 {
+		t.Errorf("verifier admin route with the role: got %d, want 200", got)
+	}
+	res, body := v.do(t, "GET", "/api/mcp-oauth/authorize", "", "Cookie", cookie)
+	var seen map[string]string
+	if json.Unmarshal(body, &seen); res.StatusCode != 200 || seen["user"] == "" {
+		t.Errorf("verifier cookie-only route with the issuer's cookie: got %d %s, want 200 with the user", res.StatusCode, body)
+	}
+	if res, _ := v.do(t, "GET", "/api/mcp-oauth/authorize", ""); res.StatusCode != 401 {
+		t.Errorf("verifier cookie-only route without a cookie: got %d, want 401", res.StatusCode)
+	}
+	cliWithEnv(t, map[string]string{"DATABASE_URL": url}, argv(issuerCfg, "roles revoke", "ann@example.com", "admin")...)
+	if got := status(t, v.sidecar, "/api/admin/users", jwt); got != 403 {
+		t.Errorf("verifier admin route after revoke: got %d, want 403", got)
+	}
+	if res, _ := v.do(t, "POST", "/api/auth/sign-in/email", `{"email":"ann@example.com","password":"correct-horse-battery"}`); res.StatusCode != 404 {
+		t.Errorf("verifier sign-in: got %d, want 404 (the issuer's route)", res.StatusCode)
+	}
+	for range 5 {
+		status(t, v.sidecar, "/api/tasks", jwt)
+	}
+	res, err := http.Get(v.metrics + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m strings.Builder
+	bodyTo(&m, res)
+	// Two admin requests, one role query each; one cookie-only request
+	// carried a cookie (the one without is refused before any lookup).
+	for _, want := range []string{`authsidecar_db_queries_total{class="admin"} 2`, `authsidecar_db_queries_total{class="cookie_only"} 1`} {
+		if !strings.Contains(m.String(), want) {
+			t.Errorf("verifier /metrics: no %s", want)
+		}
+	}
+	if strings.Contains(m.String(), `authsidecar_db_queries_total{class="business"}`) && !strings.Contains(m.String(), `authsidecar_db_queries_total{class="business"} 0`) {
+		t.Error("business requests made database queries")
+	}
+}
