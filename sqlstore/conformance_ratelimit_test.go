@@ -84,3 +84,41 @@ func testTakeTokenConcurrentReplicas(t *testing.T, db *sqlstore.DB, e env) {
 		t.Errorf("got %d of %d takes allowed, want the burst, %d", allowed, n, burst)
 	}
 }
+
+// testTakeTokenSweepsOldBuckets: every 256th take also deletes buckets
+// untouched for a day, so distinct emails cannot grow the table forever;
+// a fresh bucket survives.
+func testTakeTokenSweepsOldBuckets(t *testing.T, db *sqlstore.DB, e env) {
+	ctx := context.Background()
+	r := issuer.Rate{N: 5, Per: time.Minute}
+	if _, err := db.TakeToken(ctx, "old", r, t0.Add(-25*time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	raw := e.db.raw(t)
+	count := func(key string) int {
+		t.Helper()
+		var n int
+		q := `SELECT count(*) FROM rate_limit WHERE key = ` + map[bool]string{true: "$1", false: "?"}[e.self.name == "postgres"]
+		if err := raw.QueryRow(q, key).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	for i := 1; i < 255; i++ {
+		if _, err := db.TakeToken(ctx, "fresh", issuer.Rate{N: 1000, Per: time.Minute}, t0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if count("old") != 1 {
+		t.Fatal("the old bucket went before the 256th take")
+	}
+	if _, err := db.TakeToken(ctx, "fresh", issuer.Rate{N: 1000, Per: time.Minute}, t0); err != nil {
+		t.Fatal(err)
+	}
+	if got := count("old"); got != 0 {
+		t.Errorf("after 256 takes: got %d old buckets, want 0 (swept)", got)
+	}
+	if got := count("fresh"); got != 1 {
+		t.Errorf("after the sweep: got %d fresh buckets, want 1", got)
+	}
+}

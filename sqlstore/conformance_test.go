@@ -52,6 +52,7 @@ var conformanceCases = []struct {
 
 	{"TakeToken", testTakeToken},
 	{"TakeTokenConcurrentReplicas", testTakeTokenConcurrentReplicas},
+	{"TakeTokenSweepsOldBuckets", testTakeTokenSweepsOldBuckets},
 
 	{"ExportImportRoundTrip", testExportImportRoundTrip},
 	{"ImportRefusesNonEmpty", testImportRefusesNonEmpty},

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"time"
 
 	"github.com/authsidecar/authsidecar/issuer"
@@ -14,6 +13,10 @@ import (
 // bucketTTL: a bucket untouched this long has refilled under any rate the
 // config accepts, so it can go (a missing bucket is a full one).
 const bucketTTL = 24 * time.Hour
+
+// sweepEvery: one take in this many also deletes buckets older than
+// bucketTTL.
+const sweepEvery = 256
 
 // TakeToken takes one token from the bucket named key in one transaction:
 // the row is read locked (FOR UPDATE on PostgreSQL; SQLite's write
@@ -45,14 +48,15 @@ func (db *DB) TakeToken(ctx context.Context, key string, r issuer.Rate, now time
 		if _, err := t.exec(ctx, `UPDATE rate_limit SET tokens = ?, updated_at = ? WHERE key = ?`, next.Tokens, ms(next.At), key); err != nil {
 			return fmt.Errorf("rate limit: %w", err)
 		}
-		// Now and then, forget buckets that have long refilled, so a flood
-		// of distinct emails does not grow the table without end.
-		if rand.IntN(256) == 0 {
-			if _, err := t.exec(ctx, `DELETE FROM rate_limit WHERE updated_at < ?`, ms(now.Add(-bucketTTL))); err != nil {
-				return fmt.Errorf("rate limit sweep: %w", err)
-			}
-		}
 		return nil
 	})
+	// Now and then, forget buckets that have long refilled, so a flood of
+	// distinct emails does not grow the table without end. Outside the
+	// transaction: two sweeps inside row-locking transactions could
+	// deadlock each other, and a sweep that fails costs nothing (the next
+	// one does the work), so its error is not the caller's.
+	if err == nil && db.takes.Add(1)%sweepEvery == 0 {
+		db.exec(ctx, `DELETE FROM rate_limit WHERE updated_at < ?`, ms(now.Add(-bucketTTL)))
+	}
 	return wait, err
 }

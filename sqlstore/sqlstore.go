@@ -24,6 +24,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 )
 
@@ -35,6 +36,8 @@ type DB struct {
 	// where names the database for logs and messages: the SQLite path, or
 	// postgres://host:port/db, never with the password.
 	where string
+	// takes counts TakeToken calls, for the periodic sweep.
+	takes atomic.Uint64
 
 	// Observe, when set, is called once per query with the request context
 	// and a short name of the operation: metrics count database work per
