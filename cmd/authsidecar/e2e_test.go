@@ -104,16 +104,39 @@ func startSidecar(t *testing.T, configPath string, port int, secret string) *sid
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	for _, line := range strings.Split(s.stderr.String(), "\n") {
+	s.metrics = metricsURL(s.stderr.String())
+	return s
+}
+
+// metricsURL reads the admin listener's address from the "listening" log
+// line.
+func metricsURL(log string) string {
+	for _, line := range strings.Split(log, "\n") {
 		var l struct {
 			Msg         string
 			MetricsAddr string `json:"metrics_addr"`
 		}
 		if json.Unmarshal([]byte(line), &l) == nil && l.Msg == "listening" {
-			s.metrics = "http://" + l.MetricsAddr
+			return "http://" + l.MetricsAddr
 		}
 	}
-	return s
+	return ""
+}
+
+// needBetterAuth returns testdata/NAME, where `npm ci` installed Better
+// Auth; without Node or the modules the test skips, and fails under CI.
+func needBetterAuth(t *testing.T, name string) string {
+	t.Helper()
+	dir := filepath.Join("..", "..", "testdata", name)
+	_, nodeErr := exec.LookPath("node")
+	_, modErr := os.Stat(filepath.Join(dir, "node_modules", "better-auth"))
+	if nodeErr != nil || modErr != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("%s cannot run under CI: node: %v, node_modules: %v", name, nodeErr, modErr)
+		}
+		t.Skipf("needs node and `npm ci` in %s (node: %v, modules: %v)", dir, nodeErr, modErr)
+	}
+	return dir
 }
 
 func (s *sidecar) do(t *testing.T, method, path, body string, hdr ...string) (*http.Response, []byte) {
@@ -224,15 +247,7 @@ func TestServeEndToEnd(t *testing.T) {
 // `npm ci` in testdata/betterauth-client; CI does that, and there a
 // missing Node setup is a failure, not a skip.
 func TestBetterAuthClient(t *testing.T) {
-	dir := filepath.Join("..", "..", "testdata", "betterauth-client")
-	_, nodeErr := exec.LookPath("node")
-	_, modErr := os.Stat(filepath.Join(dir, "node_modules", "better-auth"))
-	if nodeErr != nil || modErr != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("Node client check cannot run under CI: node: %v, node_modules: %v", nodeErr, modErr)
-		}
-		t.Skipf("needs node and `npm ci` in %s (node: %v, modules: %v)", dir, nodeErr, modErr)
-	}
+	dir := needBetterAuth(t, "betterauth-client")
 	cfgPath, port := writeConfig(t, t.TempDir(), "")
 	s := startSidecar(t, cfgPath, port, e2eSecret)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)

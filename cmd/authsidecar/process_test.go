@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -122,15 +121,7 @@ func (p *process) waitListening(d time.Duration) error {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	for _, line := range strings.Split(p.stderr.String(), "\n") {
-		var l struct {
-			Msg         string
-			MetricsAddr string `json:"metrics_addr"`
-		}
-		if json.Unmarshal([]byte(line), &l) == nil && l.Msg == "listening" {
-			p.metrics = "http://" + l.MetricsAddr
-		}
-	}
+	p.metrics = metricsURL(p.stderr.String())
 	return nil
 }
 

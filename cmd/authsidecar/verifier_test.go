@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -147,15 +146,7 @@ metrics: { listen: "127.0.0.1:%d" }
 // issuer that follows the contract works. It needs `npm ci` in
 // testdata/betterauth-issuer; under CI a missing Node setup fails it.
 func TestVerifierBetterAuth(t *testing.T) {
-	dir := filepath.Join("..", "..", "testdata", "betterauth-issuer")
-	_, nodeErr := exec.LookPath("node")
-	_, modErr := os.Stat(filepath.Join(dir, "node_modules", "better-auth"))
-	if nodeErr != nil || modErr != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("Better Auth issuer cannot run under CI: node: %v, node_modules: %v", nodeErr, modErr)
-		}
-		t.Skipf("needs node and `npm ci` in %s (node: %v, modules: %v)", dir, nodeErr, modErr)
-	}
+	dir := needBetterAuth(t, "betterauth-issuer")
 	baPort := freePort(t)
 	base := fmt.Sprintf("http://127.0.0.1:%d", baPort)
 	node := exec.Command("node", "server.mjs")
