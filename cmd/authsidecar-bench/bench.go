@@ -32,9 +32,13 @@ type bench struct {
 	upstream string // http://127.0.0.1:PORT of the trivial upstream
 	upPID    int    // the upstream's process
 	scPID    int    // the current scenario's sidecar
+	auxPID   int    // the full sidecar a-verifier's keys come from (0: none)
 	base     string // every sidecar's base_url (so one iss/aud for all)
 	bare     target
-	fx       *fixtures
+	fx       *fixtures // the SQLite database's users and tokens
+	pg       *benchPostgres
+	pgfx     *fixtures // PostgreSQL's users (e-pg, f-pg)
+	pgSkip   string    // why e-pg and f-pg are skipped ("": they run)
 	report   *report
 	peakNote bool // resetPeakRSS failed once: peaks are process-lifetime
 }
@@ -61,6 +65,15 @@ func runBench(ctx context.Context, o benchOptions, stdout, stderr io.Writer) err
 			os.RemoveAll(dir)
 		}
 	}()
+	// Deferred before stopAll, so it runs after: the sidecars let go of
+	// the database before it is dropped or its server stopped.
+	defer func() {
+		if b.pg != nil {
+			if err := b.pg.close(); err != nil {
+				b.logf("%v", err)
+			}
+		}
+	}()
 	var procs children
 	defer procs.stopAll()
 	b.procs, b.dir = &procs, dir
@@ -70,7 +83,22 @@ func runBench(ctx context.Context, o benchOptions, stdout, stderr io.Writer) err
 
 	b.report = newReport(o)
 	for _, k := range o.Scenarios {
-		sr, err := b.runScenario(ctx, scenarioByKey(k))
+		d := scenarioByKey(k)
+		if d.postgres && b.pg == nil && b.pgSkip == "" {
+			// Once, before the first PostgreSQL scenario (they run last).
+			if b.pgSkip, err = b.setupPostgres(ctx); err != nil {
+				return fmt.Errorf("scenario %s: %w", k, err)
+			}
+			if b.pg != nil {
+				b.report.Settings.Postgres = b.pg.describe()
+			}
+		}
+		if d.postgres && b.pgSkip != "" {
+			b.logf("scenario %s: skipped: %s", k, b.pgSkip)
+			b.report.Scenarios = append(b.report.Scenarios, scenarioReport{Key: string(k), Label: d.label, Skipped: b.pgSkip})
+			continue
+		}
+		sr, err := b.runScenario(ctx, d)
 		if err != nil {
 			return fmt.Errorf("scenario %s: %w", k, err)
 		}
@@ -128,7 +156,7 @@ func (b *bench) start(ctx context.Context) error {
 		}
 	}
 	b.logf("starting a sidecar for setup (upstream %s, bare proxy %s)", upAddr, bareAddr)
-	sc, err := b.startSidecar(ctx, "setup", true)
+	sc, err := b.startSidecar(ctx, sidecarConfig{name: "setup", access: true})
 	if err != nil {
 		return err
 	}
@@ -157,13 +185,25 @@ func (b *bench) start(ctx context.Context) error {
 	return nil
 }
 
-// startSidecar starts a sidecar on the benchmark's database. Each scenario
-// gets a fresh one, so the memory it reports is that scenario's, not the
-// sign-up burst's (scrypt takes 32 MiB per hash) or another scenario's.
-// They share the secret and base_url, so every JWT stays valid.
-func (b *bench) startSidecar(ctx context.Context, name string, access bool) (*sidecar, error) {
-	sc, err := startSidecar(ctx, b.bin, b.dir, b.secret, sidecarConfig{name: "sidecar-" + name, db: b.db,
-		upstream: b.upstream, baseURL: b.base, access: access})
+// startSidecar starts a sidecar: c says its name, access log and, if not
+// on the benchmark's SQLite database, its PostgreSQL URL or the JWKS URL
+// of a verifier. Each scenario gets a fresh one, so the memory it reports
+// is that scenario's, not the sign-up burst's (scrypt takes 32 MiB per
+// hash) or another scenario's. They share the secret and base_url, so
+// every JWT stays valid; a verifier gets no secret, and checks iss and aud
+// against that base_url.
+func (b *bench) startSidecar(ctx context.Context, c sidecarConfig) (*sidecar, error) {
+	c.name = "sidecar-" + c.name
+	c.upstream, c.baseURL = b.upstream, b.base
+	switch {
+	case c.jwksURL != "":
+		c.issuer = b.base
+	case c.pgURL == "":
+		c.db, c.secret = b.db, b.secret
+	default:
+		c.secret = b.secret
+	}
+	sc, err := startSidecar(ctx, b.bin, b.dir, c)
 	if err != nil {
 		return nil, err
 	}
@@ -196,7 +236,24 @@ func (b *bench) runScenario(ctx context.Context, d scenarioDef) (scenarioReport,
 			return sr, err
 		}
 	}
-	proc, err := b.startSidecar(ctx, string(d.key), d.key != scenBusinessNoLog)
+	cfg, fx := sidecarConfig{name: string(d.key), access: d.key != scenBusinessNoLog}, b.fx
+	switch {
+	case d.verifier:
+		// The keys' source: a full sidecar on the same database, idle
+		// while it waits for the verifier's next fetch (keys.max_age).
+		iss, err := b.startSidecar(ctx, sidecarConfig{name: string(d.key) + "-issuer", access: true})
+		if err != nil {
+			return sr, err
+		}
+		defer iss.stop()
+		b.auxPID = iss.pid()
+		defer func() { b.auxPID = 0 }()
+		cfg.jwksURL = "http://" + iss.addr + "/api/auth/jwks"
+	case d.postgres:
+		cfg.pgURL, fx = b.pg.url, b.pgfx
+		sr.DBCPU = b.pg.pid != 0
+	}
+	proc, err := b.startSidecar(ctx, cfg)
 	if err != nil {
 		return sr, err
 	}
@@ -210,7 +267,7 @@ func (b *bench) runScenario(ctx context.Context, d scenarioDef) (scenarioReport,
 	b.logf("scenario %s: %d run(s) of %v per target", d.key, b.o.Runs, dur)
 	if b.o.Warmup > 0 {
 		for _, t := range targets {
-			gen := b.fx.generatorFor(d.key, t.addr, t.name == "sidecar")
+			gen := fx.generatorFor(d.stream(), t.addr, t.name == "sidecar")
 			if d.key == scenNewToken {
 				gen = b.fx.generatorFor(scenBusiness, t.addr, true) // do not use up the pool
 			}
@@ -221,7 +278,7 @@ func (b *bench) runScenario(ctx context.Context, d scenarioDef) (scenarioReport,
 	}
 	for run := range b.o.Runs {
 		for _, t := range targets { // interleaved: bare, sidecar, bare, sidecar, ...
-			rs, err := b.measure(ctx, d, t, dur)
+			rs, err := b.measure(ctx, d, fx, t, dur)
 			if err != nil {
 				return sr, err
 			}
@@ -262,7 +319,7 @@ func (b *bench) fillPool(ctx context.Context, dur time.Duration, sr *scenarioRep
 	want := int(math.Ceil(rate * dur.Seconds() * float64(b.o.Runs) * 1.2))
 	want = min(max(want, 100), b.o.PoolMax)
 	b.logf("scenario c: fetching up to %d fresh JWTs (get-session, at most %v)", want, b.o.PoolTime)
-	proc, err := b.startSidecar(ctx, "pool", true)
+	proc, err := b.startSidecar(ctx, sidecarConfig{name: "pool", access: true})
 	if err != nil {
 		return err
 	}
@@ -283,7 +340,7 @@ func (b *bench) fillPool(ctx context.Context, dur time.Duration, sr *scenarioRep
 }
 
 // measure is one run on one target, with its CPU and memory.
-func (b *bench) measure(ctx context.Context, d scenarioDef, t target, dur time.Duration) (runStats, error) {
+func (b *bench) measure(ctx context.Context, d scenarioDef, fx *fixtures, t target, dur time.Duration) (runStats, error) {
 	select {
 	case <-ctx.Done():
 		return runStats{}, ctx.Err()
@@ -295,7 +352,13 @@ func (b *bench) measure(ctx context.Context, d scenarioDef, t target, dur time.D
 	// The CPU window: the target's time, the generator's, and how much of
 	// the machine went to processes that are not the benchmark's (other
 	// containers on this kernel) or was stolen by the hypervisor.
+	// A PostgreSQL scenario's database server is ours too, and its
+	// processes' CPU is the database's share of a request (on SQLite, the
+	// sidecar's own).
 	pids := []int{os.Getpid(), b.upPID, b.bare.pid, b.scPID}
+	if b.auxPID != 0 {
+		pids = append(pids, b.auxPID)
+	}
 	ours := func() (n uint64) {
 		for _, pid := range pids {
 			if v, err := cpuTicks(pid); err == nil {
@@ -304,13 +367,16 @@ func (b *bench) measure(ctx context.Context, d scenarioDef, t target, dur time.D
 		}
 		return n
 	}
-	var cpu0, cpu1, self0, self1, ours0, ours1, proc0, proc1, total0, total1, steal0, steal1 uint64
-	var cpuErr error
+	var cpu0, cpu1, self0, self1, ours0, ours1, proc0, proc1, total0, total1, steal0, steal1, db0, db1 uint64
+	var cpuErr, dbErr error
 	p := probe{
 		start: func() {
 			cpu0, cpuErr = cpuTicks(t.pid)
 			self0, _ = cpuTicks(os.Getpid())
-			ours0 = ours()
+			if d.postgres {
+				db0, dbErr = b.pg.dbTicks()
+			}
+			ours0 = ours() + db0
 			proc0, total0, steal0, _ = machineTicks()
 		},
 		stop: func() {
@@ -318,11 +384,15 @@ func (b *bench) measure(ctx context.Context, d scenarioDef, t target, dur time.D
 			cpu1, err = cpuTicks(t.pid)
 			cpuErr = errors.Join(cpuErr, err)
 			self1, _ = cpuTicks(os.Getpid())
-			ours1 = ours()
+			if d.postgres {
+				db1, err = b.pg.dbTicks()
+				dbErr = errors.Join(dbErr, err)
+			}
+			ours1 = ours() + db1
 			proc1, total1, steal1, _ = machineTicks()
 		},
 	}
-	spec := loadSpec{addr: t.addr, conns: b.conns(d), duration: dur, next: b.fx.generatorFor(d.key, t.addr, t.name == "sidecar"),
+	spec := loadSpec{addr: t.addr, conns: b.conns(d), duration: dur, next: fx.generatorFor(d.stream(), t.addr, t.name == "sidecar"),
 		tunnel: d.tunnel, wantJWT: t.name == "sidecar"}
 	res, err := runLoad(ctx, spec, p)
 	if err != nil {
@@ -356,6 +426,9 @@ func (b *bench) measure(ctx context.Context, d scenarioDef, t target, dur time.D
 		RSSMiB:      float64(rss) / 1024,
 		PeakMiB:     float64(hwm) / 1024,
 		FirstError:  res.firstErr,
+	}
+	if d.postgres && dbErr == nil && db1 >= db0 {
+		rs.DBCPUusPerReq = perReq(db1 - db0)
 	}
 	if total := float64(total1 - total0); total > 0 {
 		other := float64(proc1-proc0) - float64(ours1-ours0)

@@ -4,6 +4,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/url"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -15,13 +17,14 @@ type benchOptions struct {
 	Runs        int           // interleaved repetitions per target
 	Connections int           // concurrent keep-alive connections
 	Users       int           // users signed up (or signed in, on a seeded -db)
-	Tokens      int           // distinct JWTs for scenarios a, b, d
+	Tokens      int           // distinct JWTs for scenarios a, a-nolog, a-verifier, b, d
 	Scenarios   []scenarioKey // in the order they run
 	Warmup      time.Duration // unmeasured load before a scenario's first run on each target
 	PoolTime    time.Duration // bound on fetching scenario c's token pool
 	PoolMax     int           // bound on the size of that pool
 	JSON        string        // file for the JSON report; "" none, "-" stdout
 	DB          string        // pre-seeded database ("" a fresh temporary one)
+	DatabaseURL string        // PostgreSQL server for e-pg, f-pg ("" a throwaway cluster); holds a password
 	Keep        bool          // keep the temporary directory (logs, config)
 	Timeout     time.Duration // hard limit on the whole run
 	Smoke       bool
@@ -33,21 +36,22 @@ func parseBenchFlags(args []string, stderr io.Writer) (benchOptions, error) {
 	var scenarios string
 	fs := flag.NewFlagSet("authsidecar-bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.DurationVar(&o.Duration, "duration", 600*time.Millisecond, "measured time per run of scenarios a and a-nolog (b and c run 0.75x of it, d, e and f 0.5x)")
+	fs.DurationVar(&o.Duration, "duration", 600*time.Millisecond, "measured time per run of scenarios a, a-nolog and a-verifier (b and c run 0.75x of it, d, e, f, e-pg and f-pg 0.5x)")
 	fs.IntVar(&o.Runs, "runs", 21, "interleaved runs per target (bare, sidecar, bare, sidecar, ...); the median is reported, and the median of the pairs' ratios")
 	fs.IntVar(&o.Connections, "connections", 32, "concurrent keep-alive connections")
-	fs.IntVar(&o.Users, "users", 100, "users signed up (scrypt-bound: ~10/s on a 2-core VM), or signed in on a seeded -db")
-	fs.IntVar(&o.Tokens, "tokens", 300, "distinct JWTs used by scenarios a, b, d (get-session, round-robin over the users)")
+	fs.IntVar(&o.Users, "users", 100, "users signed up (scrypt-bound: ~20/s on a 2-core VM), or signed in on a seeded -db; as many are signed up on PostgreSQL for e-pg and f-pg")
+	fs.IntVar(&o.Tokens, "tokens", 300, "distinct JWTs used by scenarios a, a-nolog, a-verifier, b, d (get-session, round-robin over the users)")
 	fs.StringVar(&scenarios, "scenarios", "all", "comma-separated scenarios to run: "+strings.Join(allScenarioKeys(), ",")+", or all")
 	fs.DurationVar(&o.Warmup, "warmup", 300*time.Millisecond, "unmeasured load on each target before a scenario's first run")
 	fs.DurationVar(&o.PoolTime, "pool-time", 14*time.Second, "longest time spent fetching fresh JWTs for scenario c")
 	fs.IntVar(&o.PoolMax, "pool-max", 100000, "most fresh JWTs fetched for scenario c")
 	fs.StringVar(&o.JSON, "json", "", "also write the results as JSON to this file (- for stdout, instead of the table)")
 	fs.StringVar(&o.DB, "db", "", "run the sidecar on this database (made by the seed command) instead of a fresh one")
+	fs.StringVar(&o.DatabaseURL, "database-url", os.Getenv(envDatabaseURL), "PostgreSQL server for e-pg and f-pg, postgres://user:password@host:5432/db, as a user allowed to CREATE DATABASE: the benchmark creates a database of its own there and drops it at the end (default $"+envDatabaseURL+"; empty: a throwaway cluster from Debian's binaries)")
 	fs.BoolVar(&o.Keep, "keep", false, "keep the temporary directory (sidecar logs, config) and print its path")
 	fs.DurationVar(&o.Timeout, "timeout", 10*time.Minute, "hard limit on the whole run")
 	fs.BoolVar(&o.BarePool, "bare-buffer-pool", true, "give the bare proxy a ReverseProxy.BufferPool, as the sidecar has (false: stdlib defaults)")
-	fs.BoolVar(&o.Smoke, "smoke", false, "a ~2 s check that everything works: 1 run of 150ms per target, 4 connections, 6 users, 12 JWTs")
+	fs.BoolVar(&o.Smoke, "smoke", false, "a quick check that everything works (~2 s of load, ~10 s in all): 1 run of 150ms per target, 4 connections, 6 users, 12 JWTs; PostgreSQL scenarios included when there is a PostgreSQL")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: authsidecar-bench [flags]\n       authsidecar-bench seed -users N -db PATH\n\nflags:\n")
 		fs.PrintDefaults()
@@ -95,6 +99,12 @@ func parseBenchFlags(args []string, stderr io.Writer) (benchOptions, error) {
 		return o, fmt.Errorf("%w: -warmup, -pool-time must be >= 0 and -pool-max >= 1", errUsage)
 	case o.Timeout <= 0:
 		return o, fmt.Errorf("%w: -timeout must be positive", errUsage)
+	}
+	if o.DatabaseURL != "" {
+		// url.Parse's error would quote the URL, password and all.
+		if u, err := url.Parse(o.DatabaseURL); err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") || u.Host == "" {
+			return o, fmt.Errorf("%w: -database-url (or $%s): want postgres://user:password@host:5432/db", errUsage, envDatabaseURL)
+		}
 	}
 	if o.DB != "" {
 		if o.DB, err = filepath.Abs(o.DB); err != nil {

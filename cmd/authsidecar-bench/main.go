@@ -6,11 +6,13 @@
 // "authsidecar serve" on a temporary database, signs up users, fetches real
 // JWTs, then drives keep-alive load against the bare proxy and the sidecar
 // in turn (A B A B ...) and prints one markdown table: medians per scenario
-// and the sidecar/bare ratio of each.
+// and the sidecar/bare ratio of each. Besides full-mode sidecars on SQLite
+// it measures a verifier-mode sidecar (keys from a full sidecar's JWKS) and
+// full sidecars on PostgreSQL (a throwaway cluster, or -database-url).
 //
 // Usage:
 //
-//	go run ./cmd/authsidecar-bench [-duration 4s] [-runs 3] [-connections 32] [-scenarios a,b,...] [-smoke] [-json FILE] [-db PATH]
+//	go run ./cmd/authsidecar-bench [-duration 4s] [-runs 3] [-connections 32] [-scenarios a,b,...] [-smoke] [-json FILE] [-db PATH] [-database-url URL]
 //	go run ./cmd/authsidecar-bench seed -users N -db PATH
 //
 // "upstream" and "bare" are hidden modes: the benchmark runs its own

@@ -18,25 +18,100 @@ const clockTicks = 100
 // cpuTicks is the process's user+system CPU time, all threads, in clock
 // ticks (fields 14 and 15 of /proc/PID/stat, proc(5)).
 func cpuTicks(pid int) (uint64, error) {
+	st, err := readStat(pid)
+	return st.ticks, err
+}
+
+// procStat is what the benchmark reads from /proc/PID/stat.
+type procStat struct {
+	comm       string // field 2, without the parentheses
+	ppid       int    // field 4
+	ticks      uint64 // utime+stime, fields 14 and 15
+	childTicks uint64 // cutime+cstime, fields 16 and 17: its reaped children's
+}
+
+func readStat(pid int) (procStat, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return procStat{}, err
+	}
+	// The command name (field 2) is in parentheses and may hold spaces.
+	open, i := bytes.IndexByte(b, '('), bytes.LastIndexByte(b, ')')
+	if open < 0 || i < open {
+		return procStat{}, fmt.Errorf("/proc/%d/stat: no command name", pid)
+	}
+	f := strings.Fields(string(b[i+1:])) // f[0] is field 3 (state)
+	if len(f) < 15 {
+		return procStat{}, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(f)+2)
+	}
+	var v [5]uint64 // ppid utime stime cutime cstime
+	for j, k := range []int{1, 11, 12, 13, 14} {
+		if v[j], err = strconv.ParseUint(f[k], 10, 64); err != nil {
+			return procStat{}, fmt.Errorf("/proc/%d/stat: field %d: %w", pid, k+3, err)
+		}
+	}
+	return procStat{comm: string(b[open+1 : i]), ppid: int(v[0]), ticks: v[1] + v[2], childTicks: v[3] + v[4]}, nil
+}
+
+// allStats reads /proc/PID/stat of every process it can see (processes
+// that exit while it reads are left out).
+func allStats() (map[int]procStat, error) {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[int]procStat, len(ents))
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if st, err := readStat(pid); err == nil {
+			out[pid] = st
+		}
+	}
+	return out, nil
+}
+
+// childNamed is the pid of parent's first child whose command is comm, or
+// 0.
+func childNamed(parent int, comm string) int {
+	all, err := allStats()
+	if err != nil {
+		return 0
+	}
+	best := 0
+	for pid, st := range all {
+		if st.ppid == parent && st.comm == comm && (best == 0 || pid < best) {
+			best = pid
+		}
+	}
+	return best
+}
+
+// treeTicks is the CPU time of root and all its descendants, those that
+// exited and were reaped included (cutime+cstime), in clock ticks: a
+// PostgreSQL server is a postmaster and one process per connection.
+func treeTicks(root int) (uint64, error) {
+	all, err := allStats()
 	if err != nil {
 		return 0, err
 	}
-	// The command name (field 2) is in parentheses and may hold spaces.
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return 0, fmt.Errorf("/proc/%d/stat: no command name", pid)
+	if _, ok := all[root]; !ok {
+		return 0, fmt.Errorf("process %d is gone", root)
 	}
-	f := strings.Fields(string(b[i+1:])) // f[0] is field 3 (state)
-	if len(f) < 13 {
-		return 0, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(f)+2)
+	children := map[int][]int{}
+	for pid, st := range all {
+		children[st.ppid] = append(children[st.ppid], pid)
 	}
-	utime, err1 := strconv.ParseUint(f[11], 10, 64)
-	stime, err2 := strconv.ParseUint(f[12], 10, 64)
-	if err1 != nil || err2 != nil {
-		return 0, fmt.Errorf("/proc/%d/stat: bad utime/stime %q %q", pid, f[11], f[12])
+	var n uint64
+	for stack := []int{root}; len(stack) > 0; {
+		pid := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		n += all[pid].ticks + all[pid].childTicks
+		stack = append(stack, children[pid]...)
 	}
-	return utime + stime, nil
+	return n, nil
 }
 
 // machineTicks reads the first line of /proc/stat, which counts every

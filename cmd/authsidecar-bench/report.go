@@ -25,9 +25,14 @@ type runStats struct {
 	P99us       float64           `json:"p99_us"`
 	CPUusPerReq float64           `json:"cpu_us_per_req"`           // the target process
 	GenCPUus    float64           `json:"generator_cpu_us_per_req"` // the load generator
-	RSSMiB      float64           `json:"steady_rss_mib"`           // VmRSS at the end
-	PeakMiB     float64           `json:"peak_rss_mib"`             // VmHWM over the run
-	FirstError  string            `json:"first_error,omitempty"`
+	// DBCPUusPerReq is the PostgreSQL server's CPU (all its processes)
+	// per request, in the PostgreSQL scenarios when the benchmark started
+	// the server (scenarioReport.DBCPU); 0 otherwise (on SQLite it is in
+	// CPUusPerReq).
+	DBCPUusPerReq float64 `json:"db_cpu_us_per_req,omitempty"`
+	RSSMiB        float64 `json:"steady_rss_mib"` // VmRSS at the end
+	PeakMiB       float64 `json:"peak_rss_mib"`   // VmHWM over the run
+	FirstError    string  `json:"first_error,omitempty"`
 	// OtherCPUPct is the share of all CPUs used by processes outside the
 	// benchmark during the run; StealPct, the share the hypervisor took.
 	// Either above a few percent makes the run noisy.
@@ -45,18 +50,19 @@ func (r runStats) errorCount() (n uint64) {
 // summary is one target's runs of a scenario: medians, and the errors of
 // all runs added up (a median would hide them).
 type summary struct {
-	Runs        int               `json:"runs"`
-	RPS         float64           `json:"rps"`
-	P50us       float64           `json:"p50_us"`
-	P90us       float64           `json:"p90_us"`
-	P99us       float64           `json:"p99_us"`
-	Errors      uint64            `json:"errors"`
-	ErrorsBy    map[string]uint64 `json:"errors_by_kind"`
-	CPUusPerReq float64           `json:"cpu_us_per_req"`
-	GenCPUus    float64           `json:"generator_cpu_us_per_req"`
-	RSSMiB      float64           `json:"steady_rss_mib"`
-	PeakMiB     float64           `json:"peak_rss_mib"`
-	FirstError  string            `json:"first_error,omitempty"`
+	Runs          int               `json:"runs"`
+	RPS           float64           `json:"rps"`
+	P50us         float64           `json:"p50_us"`
+	P90us         float64           `json:"p90_us"`
+	P99us         float64           `json:"p99_us"`
+	Errors        uint64            `json:"errors"`
+	ErrorsBy      map[string]uint64 `json:"errors_by_kind"`
+	CPUusPerReq   float64           `json:"cpu_us_per_req"`
+	GenCPUus      float64           `json:"generator_cpu_us_per_req"`
+	DBCPUusPerReq float64           `json:"db_cpu_us_per_req,omitempty"`
+	RSSMiB        float64           `json:"steady_rss_mib"`
+	PeakMiB       float64           `json:"peak_rss_mib"`
+	FirstError    string            `json:"first_error,omitempty"`
 }
 
 // ratios are sidecar/bare: the median over the runs of each sidecar run
@@ -83,6 +89,12 @@ type scenarioReport struct {
 	Ratio       *ratios    `json:"ratio,omitempty"`
 	Runs        []runStats `json:"runs"`
 	Notes       []string   `json:"notes,omitempty"`
+	// DBCPU: the runs measured the PostgreSQL server's CPU (the
+	// benchmark started it).
+	DBCPU bool `json:"db_cpu_measured,omitempty"`
+	// Skipped says why the scenario did not run (no PostgreSQL); it then
+	// has no numbers and no row.
+	Skipped string `json:"skipped,omitempty"`
 }
 
 func summarize(runs []runStats) summary {
@@ -100,6 +112,7 @@ func summarize(runs []runStats) summary {
 	s.P99us = col(func(r runStats) float64 { return r.P99us })
 	s.CPUusPerReq = col(func(r runStats) float64 { return r.CPUusPerReq })
 	s.GenCPUus = col(func(r runStats) float64 { return r.GenCPUus })
+	s.DBCPUusPerReq = col(func(r runStats) float64 { return r.DBCPUusPerReq })
 	s.RSSMiB = col(func(r runStats) float64 { return r.RSSMiB })
 	s.PeakMiB = col(func(r runStats) float64 { return r.PeakMiB })
 	for _, r := range runs {
@@ -174,6 +187,7 @@ type settings struct {
 	Users       int      `json:"users"`
 	Tokens      int      `json:"tokens"`
 	Database    string   `json:"database"`
+	Postgres    string   `json:"postgres,omitempty"` // the server of e-pg and f-pg
 	Scenarios   []string `json:"scenarios"`
 	Smoke       bool     `json:"smoke"`
 }
@@ -204,7 +218,18 @@ func newReport(o benchOptions) *report {
 	}
 }
 
-// finish adds the notes that compare with issue 6's goals.
+// scenario returns the report of scenario k, nil if it did not run.
+func (r *report) scenario(k scenarioKey) *scenarioReport {
+	for i := range r.Scenarios {
+		if s := &r.Scenarios[i]; s.Key == string(k) && s.Skipped == "" {
+			return s
+		}
+	}
+	return nil
+}
+
+// finish adds the notes that compare with issue 6's goals, verifier mode
+// with full mode, and PostgreSQL with SQLite.
 func (r *report) finish(total time.Duration) {
 	r.TotalSeconds = math.Round(total.Seconds()*10) / 10
 	var maxRSS float64
@@ -213,9 +238,38 @@ func (r *report) finish(total time.Duration) {
 			r.Notes = append(r.Notes, fmt.Sprintf("goal for a (issue 6): req/s ratio %.2f (want >= 0.90: %s), p99 ratio %.2f (want <= 1.20: %s)",
 				s.Ratio.RPS, met(s.Ratio.RPS >= 0.9), s.Ratio.P99, met(s.Ratio.P99 <= 1.2)))
 		}
-		if s.Key != string(scenSignIn) && s.Key != string(scenMix) {
+		if s.Key != string(scenSignIn) && s.Key != string(scenMix) && s.Key != string(scenSignInPG) {
 			maxRSS = math.Max(maxRSS, s.Sidecar.RSSMiB)
 		}
+	}
+	if v := r.scenario(scenVerifier); v != nil && v.Ratio != nil {
+		n := fmt.Sprintf("a-verifier (verifier mode, the same hot path as a): req/s ratio %.2f, p99 ratio %.2f, CPU µs/req ratio %.2f, steady RSS %.1f MiB",
+			v.Ratio.RPS, v.Ratio.P99, v.Ratio.CPU, v.Sidecar.RSSMiB)
+		if a := r.scenario(scenBusiness); a != nil && a.Ratio != nil {
+			n += fmt.Sprintf("; a (full mode) in this run: %.2f, %.2f, %.2f, %.1f MiB", a.Ratio.RPS, a.Ratio.P99, a.Ratio.CPU, a.Sidecar.RSSMiB)
+		}
+		r.Notes = append(r.Notes, n)
+	}
+	for _, c := range []struct{ pg, sqlite scenarioKey }{{scenSessionPG, scenSession}, {scenSignInPG, scenSignIn}} {
+		p := r.scenario(c.pg)
+		if p == nil {
+			continue
+		}
+		n := fmt.Sprintf("%s: %s req/s on PostgreSQL", p.Key, fmtRate(p.Sidecar.RPS))
+		if q := r.scenario(c.sqlite); q != nil {
+			n += fmt.Sprintf(" (%.2f of %s, %s req/s on SQLite; two scenarios' medians, not interleaved pairs: differences within ~15%% are noise)",
+				ratio(p.Sidecar.RPS, q.Sidecar.RPS), q.Key, fmtRate(q.Sidecar.RPS))
+		}
+		n += fmt.Sprintf("; CPU µs/req: the sidecar %.1f", p.Sidecar.CPUusPerReq)
+		if p.DBCPU {
+			n += fmt.Sprintf(" + PostgreSQL's processes %.1f", p.Sidecar.DBCPUusPerReq)
+		} else {
+			n += " + PostgreSQL's (not measured: a server the benchmark did not start)"
+		}
+		if q := r.scenario(c.sqlite); q != nil {
+			n += fmt.Sprintf(", against %.1f on SQLite (in the sidecar)", q.Sidecar.CPUusPerReq)
+		}
+		r.Notes = append(r.Notes, n)
 	}
 	var others, steals []float64
 	var noisy []string
@@ -236,7 +290,7 @@ func (r *report) finish(total time.Duration) {
 		r.Notes = append(r.Notes, n)
 	}
 	if maxRSS > 0 {
-		r.Notes = append(r.Notes, fmt.Sprintf("sidecar steady RSS, highest median outside sign-in bursts (all but b, f): %.1f MiB (want < 64: %s)", maxRSS, met(maxRSS < 64)))
+		r.Notes = append(r.Notes, fmt.Sprintf("sidecar steady RSS, highest median outside sign-in bursts (all but b, f, f-pg): %.1f MiB (want < 64: %s)", maxRSS, met(maxRSS < 64)))
 	}
 }
 
@@ -278,6 +332,9 @@ func (r *report) markdown() string {
 	st := r.Settings
 	var lengths []string
 	for _, s := range r.Scenarios {
+		if s.Skipped != "" {
+			continue
+		}
 		l := fmt.Sprintf("%s %v", s.Key, time.Duration(s.Seconds*float64(time.Second)).Round(time.Millisecond))
 		if s.Connections != st.Connections {
 			l += fmt.Sprintf(" (%d connections)", s.Connections)
@@ -286,6 +343,9 @@ func (r *report) markdown() string {
 	}
 	fmt.Fprintf(&b, "Settings: %d keep-alive connections; %d interleaved run(s) per target (bare, sidecar, bare, ...), medians shown, sidecar/bare is the median of each pair's ratio; per run: %s; %d users, %d JWTs; %s; sidecar with production defaults (JSON access log at info, metrics on), rate limits off, a fresh sidecar process per scenario",
 		st.Connections, st.Runs, strings.Join(lengths, ", "), st.Users, st.Tokens, st.Database)
+	if st.Postgres != "" {
+		b.WriteString("; e-pg, f-pg: " + st.Postgres)
+	}
 	if st.Smoke {
 		b.WriteString("; SMOKE RUN (numbers are not meaningful)")
 	}
@@ -297,6 +357,9 @@ func (r *report) markdown() string {
 			fmtRate(s.RPS), fmtLatency(s.P50us), fmtLatency(s.P90us), fmtLatency(s.P99us), s.Errors, s.CPUusPerReq, s.RSSMiB, s.PeakMiB)
 	}
 	for _, s := range r.Scenarios {
+		if s.Skipped != "" {
+			continue
+		}
 		if s.Bare == nil {
 			row(s.Label, "sidecar", s.Sidecar)
 			continue
@@ -310,6 +373,9 @@ func (r *report) markdown() string {
 	b.WriteString("\n")
 	var notes []string
 	for _, s := range r.Scenarios {
+		if s.Skipped != "" {
+			notes = append(notes, fmt.Sprintf("%s skipped: %s", s.Key, s.Skipped))
+		}
 		notes = append(notes, s.Notes...)
 		for _, e := range []struct {
 			tgt string

@@ -11,13 +11,16 @@ import (
 type scenarioKey string
 
 const (
-	scenBusiness      scenarioKey = "a"       // business GETs, a few hundred tokens
-	scenBusinessNoLog scenarioKey = "a-nolog" // the same, access log off
-	scenMix           scenarioKey = "b"       // the contract mix
-	scenNewToken      scenarioKey = "c"       // a never-seen token every request
-	scenWebSocket     scenarioKey = "d"       // WebSocket handshakes with ?token=
-	scenSession       scenarioKey = "e"       // get-session alone
-	scenSignIn        scenarioKey = "f"       // sign-in alone
+	scenBusiness      scenarioKey = "a"          // business GETs, a few hundred tokens
+	scenBusinessNoLog scenarioKey = "a-nolog"    // the same, access log off
+	scenVerifier      scenarioKey = "a-verifier" // the same, on a verifier-mode sidecar
+	scenMix           scenarioKey = "b"          // the contract mix
+	scenNewToken      scenarioKey = "c"          // a never-seen token every request
+	scenWebSocket     scenarioKey = "d"          // WebSocket handshakes with ?token=
+	scenSession       scenarioKey = "e"          // get-session alone
+	scenSignIn        scenarioKey = "f"          // sign-in alone
+	scenSessionPG     scenarioKey = "e-pg"       // get-session alone, on PostgreSQL
+	scenSignInPG      scenarioKey = "f-pg"       // sign-in alone, on PostgreSQL
 )
 
 // scenarioDef is a scenario's fixed description.
@@ -28,6 +31,24 @@ type scenarioDef struct {
 	bare     bool    // measured against the bare proxy too
 	tunnel   bool    // every request a new connection
 	maxConns int     // cap on -connections (0: none)
+	// requests names the scenario whose request stream it sends ("": its
+	// own): a-verifier sends a's, e-pg e's, f-pg f's.
+	requests scenarioKey
+	// verifier: the sidecar runs in mode verifier, with no database and
+	// no AUTH_SECRET, its keys fetched from a full sidecar's
+	// /api/auth/jwks (kept running beside it).
+	verifier bool
+	// postgres: the full sidecar runs on PostgreSQL, with users signed up
+	// there; skipped (with a note) when there is no PostgreSQL.
+	postgres bool
+}
+
+// stream is the scenario whose requests d sends.
+func (d scenarioDef) stream() scenarioKey {
+	if d.requests != "" {
+		return d.requests
+	}
+	return d.key
 }
 
 // signInConns caps scenario f's connections: the sidecar runs GOMAXPROCS
@@ -35,15 +56,22 @@ type scenarioDef struct {
 // s, so more connections add only queueing (and, past that, errors).
 const signInConns = 4
 
-// scenarioDefs, in the order they run.
+// scenarioDefs, in the order they run. The PostgreSQL ones come last, so
+// that the server (started before the first of them) is not running while
+// the others are measured.
 var scenarioDefs = []scenarioDef{
 	{key: scenBusiness, label: "a: business GET", weight: 1, bare: true},
 	{key: scenBusinessNoLog, label: "a': business GET, access log off", weight: 1, bare: true},
+	{key: scenVerifier, label: "a-verifier: business GET, verifier mode (keys from a full sidecar's JWKS, no database)", weight: 1, bare: true,
+		requests: scenBusiness, verifier: true},
 	{key: scenMix, label: "b: contract mix (95% business, 4.9% get-session, 0.1% sign-in)", weight: 0.75, bare: true},
 	{key: scenNewToken, label: "c: business GET, a new JWT every request", weight: 0.75, bare: true},
 	{key: scenWebSocket, label: "d: WebSocket handshake, ?token=", weight: 0.5, bare: true, tunnel: true},
 	{key: scenSession, label: "e: get-session alone (no baseline)", weight: 0.5},
 	{key: scenSignIn, label: "f: sign-in alone, scrypt (no baseline)", weight: 0.5, maxConns: signInConns},
+	{key: scenSessionPG, label: "e-pg: get-session alone, PostgreSQL (no baseline)", weight: 0.5, requests: scenSession, postgres: true},
+	{key: scenSignInPG, label: "f-pg: sign-in alone, scrypt, PostgreSQL (no baseline)", weight: 0.5, maxConns: signInConns,
+		requests: scenSignIn, postgres: true},
 }
 
 func allScenarioKeys() []string {
@@ -89,10 +117,11 @@ func parseScenarios(s string) ([]scenarioKey, error) {
 	return keys, nil
 }
 
-// fixtures are the credentials the generators draw from.
+// fixtures are the credentials the generators draw from: one set for the
+// SQLite database, one for PostgreSQL's (cookies and users only).
 type fixtures struct {
-	jwts     []string // -tokens distinct JWTs (scenarios a, b, d)
-	cookies  []string // their session cookies, "name=value" (b, e)
+	jwts     []string // -tokens distinct JWTs (scenarios a, a-nolog, a-verifier, b, d)
+	cookies  []string // their session cookies, "name=value" (b, e, e-pg)
 	signIns  int      // sign-ins use user<i>@example.com, i in [0, signIns)
 	password string   // every user's password
 	pool     *tokenPool

@@ -26,38 +26,59 @@ type sidecar struct {
 // sidecarConfig is what differs between the sidecars the benchmark runs.
 type sidecarConfig struct {
 	name     string // file names in the temporary directory
-	db       string
+	secret   string // AUTH_SECRET ("": none in its environment, as a verifier needs)
+	db       string // SQLite file (full mode, unless pgURL)
+	pgURL    string // PostgreSQL: database.driver postgres, DATABASE_URL in its environment
+	jwksURL  string // mode verifier: keys.jwks_url, and no database
+	issuer   string // auth.issuer ("": the default, base_url's origin)
 	upstream string // http://127.0.0.1:PORT
 	baseURL  string // "": http://<its own listen address>
 	access   bool   // log.access
 }
 
-// configYAML is the sidecar's config: production defaults (JSON log at
-// info with the access log, metrics on), except that the rate limits are
-// off so the benchmark's own sign-ins are not throttled, and a short
-// shutdown grace so the benchmark ends quickly.
+// yaml is the sidecar's config: production defaults (JSON log at info
+// with the access log, metrics on), except that the rate limits are off
+// so the benchmark's own sign-ins are not throttled, and a short shutdown
+// grace so the benchmark ends quickly. A verifier gets neither database
+// nor limits (it serves no /api/auth/*); it checks iss and aud against
+// auth.issuer, which the benchmark sets to the issuing sidecars' base_url
+// (by default a verifier would want the jwks_url's origin).
 func (c sidecarConfig) yaml(listen, metrics string) string {
 	q := func(s string) string { return `"` + s + `"` } // our values never hold quotes
-	return strings.Join([]string{
+	lines := []string{
 		"listen: " + q(listen),
 		"base_url: " + q(c.baseURL),
 		"upstream: " + q(c.upstream),
-		"database:",
-		"  path: " + q(c.db),
+	}
+	switch {
+	case c.jwksURL != "":
+		lines = append(lines, "mode: verifier", "keys:", "  jwks_url: "+q(c.jwksURL))
+	case c.pgURL != "":
+		lines = append(lines, "database:", "  driver: postgres") // url_env DATABASE_URL, max_conns 10
+	default:
+		lines = append(lines, "database:", "  path: "+q(c.db))
+	}
+	if c.issuer != "" {
+		lines = append(lines, "auth:", "  issuer: "+q(c.issuer))
+	}
+	lines = append(lines,
 		"metrics:",
-		"  listen: " + q(metrics),
+		"  listen: "+q(metrics),
 		"log:",
 		"  format: json",
 		"  level: info",
 		fmt.Sprintf("  access: %t", c.access),
-		"limits:",
-		`  signin_per_email: "off"`,
-		`  signin_per_ip: "off"`,
-		`  signup_per_ip: "off"`,
-		"shutdown:",
-		"  grace: 5s",
-		"",
-	}, "\n")
+	)
+	if c.jwksURL == "" {
+		lines = append(lines,
+			"limits:",
+			`  signin_per_email: "off"`,
+			`  signin_per_ip: "off"`,
+			`  signup_per_ip: "off"`,
+		)
+	}
+	lines = append(lines, "shutdown:", "  grace: 5s", "")
+	return strings.Join(lines, "\n")
 }
 
 // readyTimeout bounds the wait for /readyz; startAttempts bounds retries
@@ -67,11 +88,12 @@ const (
 	startAttempts = 3
 )
 
-// startSidecar starts "authsidecar serve" and waits until /readyz is 200.
-func startSidecar(ctx context.Context, bin, dir, secret string, c sidecarConfig) (*sidecar, error) {
+// startSidecar starts "authsidecar serve" and waits until /readyz is 200
+// (for a verifier, that means its keys are fetched).
+func startSidecar(ctx context.Context, bin, dir string, c sidecarConfig) (*sidecar, error) {
 	var lastErr error
 	for range startAttempts {
-		s, err := startSidecarOnce(ctx, bin, dir, secret, c)
+		s, err := startSidecarOnce(ctx, bin, dir, c)
 		if err == nil {
 			return s, nil
 		}
@@ -83,7 +105,7 @@ func startSidecar(ctx context.Context, bin, dir, secret string, c sidecarConfig)
 	return nil, lastErr
 }
 
-func startSidecarOnce(ctx context.Context, bin, dir, secret string, c sidecarConfig) (*sidecar, error) {
+func startSidecarOnce(ctx context.Context, bin, dir string, c sidecarConfig) (*sidecar, error) {
 	listen, err := freePort()
 	if err != nil {
 		return nil, err
@@ -100,11 +122,18 @@ func startSidecarOnce(ctx context.Context, bin, dir, secret string, c sidecarCon
 		return nil, err
 	}
 	logPath := filepath.Join(dir, c.name+".log")
+	env := withoutVar(withoutVar(os.Environ(), "AUTH_SECRET"), "DATABASE_URL")
+	if c.secret != "" {
+		env = append(env, "AUTH_SECRET="+c.secret)
+	}
+	if c.pgURL != "" {
+		env = append(env, "DATABASE_URL="+c.pgURL)
+	}
 	ch, _, err := startChild(ctx, childSpec{
 		name: c.name,
 		path: bin,
 		args: []string{"serve", "-config", cfgPath},
-		env:  append(withoutVar(os.Environ(), "AUTH_SECRET"), "AUTH_SECRET="+secret),
+		env:  env,
 		log:  logPath,
 	})
 	if err != nil {
