@@ -37,14 +37,14 @@ func (iss *Issuer) changePassword(w http.ResponseWriter, r *http.Request) *apiEr
 	}
 	ok, err := iss.hasher.verify(r.Context(), current, hash)
 	if err != nil {
-		return errInternal(err)
+		return hashErr(w, err)
 	}
 	if !ok {
 		return errInvalidPassword
 	}
 	newHash, err := iss.hasher.hash(r.Context(), next)
 	if err != nil {
-		return errInternal(err)
+		return hashErr(w, err)
 	}
 	if err := iss.store.SetPassword(r.Context(), u.ID, newHash, iss.now().UTC().Truncate(timeUnit)); err != nil {
 		return storeErr(err)

@@ -2,6 +2,7 @@ package issuer
 
 import (
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strconv"
 )
@@ -39,7 +40,19 @@ func errUnavailable(cause error) *apiError {
 	return &apiError{status: http.StatusServiceUnavailable, code: "SERVICE_UNAVAILABLE", message: "Authentication store unavailable", cause: cause}
 }
 
+// hashErr answers a hashing failure: overload (every slot busy until the
+// request deadline) is 503 with Retry-After, the client may retry at once;
+// anything else is internal.
+func hashErr(w http.ResponseWriter, err error) *apiError {
+	if errors.Is(err, errHashBusy) {
+		w.Header().Set("Retry-After", "1")
+		return errBusy
+	}
+	return errInternal(err)
+}
+
 var (
+	errBusy               = &apiError{status: http.StatusServiceUnavailable, code: "SERVICE_UNAVAILABLE", message: "Too many password checks at once; retry shortly", cause: errHashBusy}
 	errInvalidCredentials = &apiError{status: http.StatusUnauthorized, code: "INVALID_EMAIL_OR_PASSWORD", message: "Invalid email or password"}
 	errUnauthorized       = &apiError{status: http.StatusUnauthorized, code: "UNAUTHORIZED", message: "Unauthorized"}
 	errUserExists         = &apiError{status: http.StatusUnprocessableEntity, code: "USER_ALREADY_EXISTS_USE_ANOTHER_EMAIL", message: "User already exists. Use another email."}

@@ -277,7 +277,10 @@ func (iss *Issuer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func (iss *Issuer) fail(w http.ResponseWriter, r *http.Request, e *apiError) {
-	if e.cause != nil {
+	if e == errBusy {
+		// Overload, answered: a warning, not an error per request.
+		iss.log.Warn("password hashing busy until the request deadline; answered 503", "path", r.URL.Path)
+	} else if e.cause != nil {
 		iss.log.Error("auth request failed", "path", r.URL.Path, "code", e.code, "error", e.cause.Error())
 	}
 	WriteError(w, e.status, e.code, e.message)

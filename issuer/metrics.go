@@ -13,10 +13,10 @@ type metrics struct {
 func newMetrics(reg prometheus.Registerer) *metrics {
 	m := &metrics{
 		signins: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "authsidecar_signins_total", Help: "Sign-in attempts by result (ok, invalid_credentials, rejected, rate_limited, error).",
+			Name: "authsidecar_signins_total", Help: "Sign-in attempts by result (ok, invalid_credentials, rejected, rate_limited, busy, error).",
 		}, []string{"result"}),
 		signups: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "authsidecar_signups_total", Help: "Sign-up attempts by result (ok, exists, rejected, rate_limited, error).",
+			Name: "authsidecar_signups_total", Help: "Sign-up attempts by result (ok, exists, rejected, rate_limited, busy, error).",
 		}, []string{"result"}),
 		jwts: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "authsidecar_jwts_issued_total", Help: "JWTs issued (get-session and token).",
@@ -37,6 +37,8 @@ func result(e *apiError) string {
 		return "invalid_credentials"
 	case e == errUserExists:
 		return "exists"
+	case e == errBusy:
+		return "busy"
 	case e.status >= 500:
 		return "error"
 	}

@@ -7,9 +7,13 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
 
-	"golang.org/x/crypto/scrypt"
+	"github.com/authsidecar/authsidecar/internal/scrypt"
 	"golang.org/x/text/unicode/norm"
 )
 
@@ -31,28 +35,138 @@ const scryptKeyLen = 64
 
 var errBadHash = errors.New("malformed password hash")
 
+// errHashBusy: the request's deadline (less storeReserve) passed while it
+// waited for a free hashing slot. It is overload, not a failure: 503 with Retry-After.
+var errHashBusy = errors.New("password hashing: every slot busy until the request deadline")
+
+// releaseAfter is how long the hashing memory outlives the last hash: long
+// enough that a steady trickle of sign-ins reuses it, short enough that a
+// burst's memory is back with the OS within seconds.
+const releaseAfter = time.Second
+
 // hasher computes scrypt hashes in Better Auth's format, at most cap(sem)
-// at a time: each one holds ~128*N*r bytes, so unbounded concurrency would
-// let a burst of sign-ins exhaust memory.
+// at a time. Each hash needs 128*N*r bytes (32 MiB at Better Auth's cost):
+// the hasher keeps at most cap(sem) such buffers and reuses them, so a
+// burst of sign-ins costs exactly cap(sem) x 32 MiB, never a heap of
+// discarded buffers waiting for the collector (the buffers live outside
+// the Go heap: see internal/scrypt). releaseAfter past the last hash it
+// frees them and hands the heap's free pages back to the OS too, so the
+// process returns to its idle size.
 type hasher struct {
-	params ScryptParams
-	sem    chan struct{}
+	params  ScryptParams
+	sem     chan struct{}
+	waiting atomic.Int64 // requests queued for a slot
+
+	mu      sync.Mutex
+	free    []*scrypt.Work // at most cap(sem); idle buffers
+	running int            // hashes holding a buffer
+	gen     int            // bumped by each acquire: a stale release timer does nothing
+	release func()         // returns free heap pages to the OS: debug.FreeOSMemory
 }
 
 func newHasher(params ScryptParams, concurrency int) *hasher {
-	return &hasher{params: params.orDefault(), sem: make(chan struct{}, concurrency)}
+	return &hasher{params: params.orDefault(), sem: make(chan struct{}, concurrency), release: debug.FreeOSMemory}
+}
+
+// storeReserve is the part of a request's deadline that waiting for a
+// hashing slot leaves to the database work after the hash (a sign-in
+// still writes its session): a request that waited in a burst gets a
+// clear "busy" rather than a store timeout.
+const storeReserve = time.Second
+
+// waitingPerSlot bounds the queue for hashing slots: 32 per slot is ~2.5 s
+// of hashing at Better Auth's cost, within a request's deadline. Beyond it
+// a sign-in is answered 503 with Retry-After at once.
+const waitingPerSlot = 32
+
+// acquire waits for a hashing slot and hands out a buffer for it.
+func (h *hasher) acquire(ctx context.Context) (*scrypt.Work, error) {
+	var giveUp <-chan time.Time
+	if dl, ok := ctx.Deadline(); ok {
+		left := time.Until(dl)
+		t := time.NewTimer(left - min(storeReserve, left/2))
+		defer t.Stop()
+		giveUp = t.C
+	}
+	select {
+	case h.sem <- struct{}{}: // a free slot is taken whatever the clock says
+	default:
+		// A bounded queue: a request that could not get a slot before its
+		// deadline anyway is told so at once, and holds no memory meanwhile.
+		if h.waiting.Add(1) > int64(waitingPerSlot*cap(h.sem)) {
+			h.waiting.Add(-1)
+			return nil, errHashBusy
+		}
+		defer h.waiting.Add(-1)
+		select {
+		case h.sem <- struct{}{}:
+		case <-giveUp:
+			return nil, errHashBusy
+		case <-ctx.Done():
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				return nil, errHashBusy
+			}
+			return nil, ctx.Err()
+		}
+	}
+	h.mu.Lock()
+	h.running++
+	h.gen++
+	var w *scrypt.Work
+	if n := len(h.free); n > 0 {
+		w, h.free = h.free[n-1], h.free[:n-1]
+	}
+	h.mu.Unlock()
+	if w == nil {
+		var err error
+		if w, err = scrypt.NewWork(h.params.N, h.params.R); err != nil {
+			h.put(nil)
+			return nil, fmt.Errorf("scrypt: %w", err)
+		}
+	}
+	return w, nil
+}
+
+// put gives a buffer back and frees the slot. The last hash to end arms the
+// release of every buffer.
+func (h *hasher) put(w *scrypt.Work) {
+	h.mu.Lock()
+	if w != nil {
+		h.free = append(h.free, w)
+	}
+	h.running--
+	if h.running == 0 {
+		gen := h.gen
+		time.AfterFunc(releaseAfter, func() { h.drop(gen) })
+	}
+	h.mu.Unlock()
+	<-h.sem
+}
+
+// drop lets the buffers go if no hash started since the timer was armed.
+func (h *hasher) drop(gen int) {
+	h.mu.Lock()
+	if h.running > 0 || h.gen != gen || len(h.free) == 0 {
+		h.mu.Unlock()
+		return
+	}
+	for _, w := range h.free {
+		w.Free()
+	}
+	h.free = nil
+	h.mu.Unlock()
+	h.release()
 }
 
 // derive is Better Auth's recipe: the salt is the 32-char hex string used
 // as bytes (not hex-decoded) and the password is NFKC-normalized.
 func (h *hasher) derive(ctx context.Context, password, saltHex string) ([]byte, error) {
-	select {
-	case h.sem <- struct{}{}:
-	case <-ctx.Done():
-		return nil, ctx.Err()
+	w, err := h.acquire(ctx)
+	if err != nil {
+		return nil, err
 	}
-	defer func() { <-h.sem }()
-	key, err := scrypt.Key([]byte(norm.NFKC.String(password)), []byte(saltHex), h.params.N, h.params.R, h.params.P, scryptKeyLen)
+	defer h.put(w)
+	key, err := scrypt.Key(w, []byte(norm.NFKC.String(password)), []byte(saltHex), h.params.N, h.params.R, h.params.P, scryptKeyLen)
 	if err != nil {
 		return nil, fmt.Errorf("scrypt: %w", err)
 	}

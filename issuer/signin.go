@@ -51,15 +51,18 @@ func (iss *Issuer) signIn(w http.ResponseWriter, r *http.Request) *apiError {
 	u, hash, err := iss.store.CredentialByEmail(r.Context(), strings.ToLower(email))
 	switch {
 	case errors.Is(err, ErrNotFound):
-		// Same work as a real check, so timing does not reveal the account.
-		iss.hasher.verify(r.Context(), password, iss.dummyHash)
+		// Same work as a real check, so timing does not reveal the account;
+		// and the same answer when no hashing slot is free.
+		if _, err := iss.hasher.verify(r.Context(), password, iss.dummyHash); err != nil {
+			return hashErr(w, err)
+		}
 		return errInvalidCredentials
 	case err != nil:
 		return storeErr(err)
 	}
 	ok, err := iss.hasher.verify(r.Context(), password, hash)
 	if err != nil {
-		return errInternal(err)
+		return hashErr(w, err)
 	}
 	if !ok {
 		return errInvalidCredentials

@@ -48,7 +48,7 @@ func (iss *Issuer) signUp(w http.ResponseWriter, r *http.Request) *apiError {
 	}
 	hash, err := iss.hasher.hash(r.Context(), password)
 	if err != nil {
-		return errInternal(err)
+		return hashErr(w, err)
 	}
 	now := iss.now().UTC().Truncate(timeUnit)
 	id, err := newID()

@@ -7,9 +7,10 @@
 // about 50 times a second, and each cycle's fixed work (stopping the
 // world, scanning goroutine stacks, waking mark workers) was 6-8% of the
 // CPU. A floor lets the heap grow to a fixed size before collecting when
-// the live heap is small, and changes nothing when it is large: the goal
-// stays max(floor, 2 x live), so memory never grows beyond what GOGC=100
-// would allow or the floor itself.
+// the live heap is small. When it is large the goal is live + max(floor/2,
+// live/2): below what GOGC=100 would allow (2 x live), since a sidecar
+// runs on a memory budget. So memory never grows beyond the floor or what
+// GOGC=100 would allow, whichever is more.
 package gcfloor
 
 import (
@@ -95,7 +96,13 @@ func (f *Floor) finalize(s *sentinel) {
 
 // tune sets GOGC so the next goal, max(4 MiB x GOGC/100, live x (1 +
 // GOGC/100)), is the floor when the live heap is below half of it, and
-// GOGC=100 otherwise. It reports false once stopped.
+// live + max(floor/2, live/2) otherwise: GOGC falls from 100 at half the
+// floor to 50 at the floor and stays there. A sidecar's budget is memory:
+// with a large live heap (a thousand open connections hold ~25 MiB of
+// buffers) GOGC=100 would let as much garbage again pile up, while
+// collecting at 50% costs a cycle per half a live heap of allocation,
+// little next to the cycles a tiny heap would run. It reports false once
+// stopped.
 func (f *Floor) tune() bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -105,15 +112,17 @@ func (f *Floor) tune() bool {
 	metrics.Read(f.sample)
 	live := f.sample[0].Value.Uint64()
 	percent := 100
-	if live < f.floor/2 {
+	if live >= f.floor/2 {
+		percent = max(50, int(f.floor/2*100/live))
+	} else {
 		percent = int(f.floor * 100 / minHeap)
 		if live > 0 {
 			percent = min(percent, int(f.floor*100/live)-100)
 		}
 		percent = max(100, percent)
 	}
-	// Setting GOGC recomputes the goal; skip it when a raised value moves
-	// by less than a tenth. Going back to 100 is always done.
+	// Setting GOGC recomputes the goal; skip it when the value moves by
+	// less than a tenth. Going back to 100 is always done.
 	if old := int(f.percent.Load()); percent != old && (percent == 100 || old == 0 || percent < old*9/10 || percent > old*11/10) {
 		debug.SetGCPercent(percent)
 		f.percent.Store(int64(percent))

@@ -36,8 +36,9 @@ func churn(n int) uint32 {
 }
 
 // With a small live heap the floor cuts the number of collections by
-// about floor/4 MiB; with a live heap above the floor it leaves GOGC at
-// 100, so memory is never held beyond what the default would allow.
+// about floor/4 MiB; with a live heap above half the floor GOGC goes
+// below 100 (to 50 at the floor), so memory is never held beyond what the
+// default would allow.
 func TestFloorCollectsLessOnASmallHeap(t *testing.T) {
 	t.Setenv("GOGC", "")
 	runtime.GC()
@@ -54,26 +55,39 @@ func TestFloorCollectsLessOnASmallHeap(t *testing.T) {
 	}
 	runtime.GC()
 	with := churn(256 << 20)
+	// How many cycles ran depends on how much CPU the background workers
+	// got (a busy machine lets the heap overshoot): logged, not asserted.
+	// The goal after a cycle is what the floor sets, and it is exact.
 	t.Logf("collections over 256 MiB of garbage: %d at GOGC=100, %d with a 32 MiB floor (GOGC=%d)", without, with, f.Percent())
-	if with*4 > without {
-		t.Errorf("floor: %d collections, default: %d; want at most a quarter", with, without)
-	}
 	var ms runtime.MemStats
+	for range 3 { // the tuner runs after a cycle; the next one uses its GOGC
+		runtime.GC()
+		time.Sleep(time.Millisecond)
+	}
 	runtime.ReadMemStats(&ms)
-	if ms.NextGC > 36<<20 {
-		t.Errorf("heap goal %d MiB with a small live heap, want about the 32 MiB floor", ms.NextGC>>20)
+	if ms.NextGC < 28<<20 || ms.NextGC > 36<<20 {
+		t.Errorf("heap goal %.1f MiB with a small live heap (%.1f MiB), want about the 32 MiB floor",
+			float64(ms.NextGC)/(1<<20), float64(ms.HeapAlloc)/(1<<20))
 	}
 	if p := f.Percent(); p > 800 {
 		t.Errorf("GOGC %d: above 32 MiB / 4 MiB x 100, the runtime's minimum goal would pass the floor", p)
 	}
 
-	// A live heap above half the floor: back to the default.
-	keep := make([][]byte, 0, 24)
+	// A live heap above half the floor: headroom floor/2, so GOGC about
+	// 16/24 x 100 (within the tenth tune leaves alone); at twice the
+	// floor, 50.
+	keep := make([][]byte, 0, 64)
 	for range 24 {
 		keep = append(keep, make([]byte, 1<<20))
 	}
-	if p := waitPercent(f, func(p int) bool { return p == 100 }); p != 100 {
-		t.Errorf("live heap 24 MiB, floor 32 MiB: GOGC %d, want 100", p)
+	if p := waitPercent(f, func(p int) bool { return p >= 55 && p <= 76 }); p < 55 || p > 76 {
+		t.Errorf("live heap 24 MiB, floor 32 MiB: GOGC %d, want about 66", p)
+	}
+	for range 40 {
+		keep = append(keep, make([]byte, 1<<20))
+	}
+	if p := waitPercent(f, func(p int) bool { return p == 50 }); p != 50 {
+		t.Errorf("live heap 64 MiB, floor 32 MiB: GOGC %d, want 50", p)
 	}
 	runtime.KeepAlive(keep)
 	keep = nil
