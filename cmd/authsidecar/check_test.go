@@ -332,3 +332,30 @@ func TestCheckPostgresTablesTaken(t *testing.T) {
 		t.Errorf("got %d tables after check, want the 1 planted", n)
 	}
 }
+
+// TestCheckVerifierFiles: in verifier mode an unreadable keys.jwks_ca_file
+// is named as such, and a JWKS that cannot be fetched is a problem; no
+// secret is needed, and there is no database to touch.
+func TestCheckVerifierFiles(t *testing.T) {
+	dir := t.TempDir()
+	tests := []struct {
+		name, keys string
+		want       string
+	}{
+		{"unreadable CA file", fmt.Sprintf("{ jwks_url: \"https://127.0.0.1:1/api/auth/jwks\", jwks_ca_file: %q }", filepath.Join(dir, "missing.pem")), "FAIL  keys.jwks_ca_file: jwks CA file: open "},
+		{"JWKS unreachable", "{ jwks_url: \"http://127.0.0.1:1/api/auth/jwks\" }", "FAIL  keys.jwks_url: "},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfgPath, _ := writeConfigFile(t, dir, "verifier.yaml", "mode: verifier\nkeys: "+tt.keys+"\n")
+			before := fsSnapshot(t, dir)
+			out, err := runCheck(t, cfgPath, map[string]string{})
+			if err == nil || !strings.Contains(out, tt.want) || !strings.Contains(out, "ok    no database (verifier mode)") || !strings.Contains(out, "1 problem found") {
+				t.Errorf("got %v, want %q and one problem:\n%s", err, tt.want, out)
+			}
+			if after := fsSnapshot(t, dir); after != before {
+				t.Errorf("check changed the file system:\nbefore:\n%s\nafter:\n%s", before, after)
+			}
+		})
+	}
+}
