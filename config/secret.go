@@ -6,6 +6,8 @@ import (
 	"io"
 	"log/slog"
 	"strings"
+
+	"gopkg.in/yaml.v3"
 )
 
 // minSecretBytes is the shortest secret accepted: 256 bits, the key size of
@@ -119,4 +121,39 @@ func isRepeated(v string) bool {
 		}
 	}
 	return false
+}
+
+// SecretHint is for a config file that does not load: it reads, leniently,
+// what checking the secret needs anyway, so "check" can report a missing
+// secret in the same run as the file's errors. env is the file's
+// auth.secret_env, or the default when the file does not set it or cannot
+// be parsed at all; empty when the file sets a name that is not valid (that
+// is one of the file's errors, and no variable can be checked). needed
+// follows [Config.NeedsSecret] with the file's mode and routes.cookie_only.
+func SecretHint(data []byte) (env string, needed bool) {
+	def := Default()
+	f := struct {
+		Mode string `yaml:"mode"`
+		Auth struct {
+			SecretEnv *string `yaml:"secret_env"`
+		} `yaml:"auth"`
+		Routes struct {
+			CookieOnly []string `yaml:"cookie_only"`
+		} `yaml:"routes"`
+	}{Mode: def.Mode}
+	// Not strict: unknown keys and wrong values elsewhere are the errors
+	// already reported; whatever of these three decodes is used.
+	_ = yaml.Unmarshal(data, &f)
+	c := def
+	c.Mode = f.Mode
+	if f.Auth.SecretEnv != nil {
+		c.Auth.SecretEnv = *f.Auth.SecretEnv
+	}
+	if c.Verifier() {
+		c.Routes.CookieOnly = f.Routes.CookieOnly
+	}
+	if checkEnvName(c.Auth.SecretEnv) != nil {
+		return "", c.NeedsSecret()
+	}
+	return c.Auth.SecretEnv, c.NeedsSecret()
 }

@@ -166,3 +166,26 @@ func TestLoadSecretWithoutSecretEnv(t *testing.T) {
 		t.Errorf("got %v, want %s", err, want)
 	}
 }
+
+func TestSecretHint(t *testing.T) {
+	tests := []struct {
+		name, yaml string
+		wantEnv    string
+		wantNeeded bool
+	}{
+		{"empty file", "", "AUTH_SECRET", true},
+		{"not YAML", "auth: [\n", "AUTH_SECRET", true},
+		{"named despite other errors", "auth:\n  secret_env: MY_SECRET\n  jwt_tll: 1h\n  jwt_ttl: forever\n", "MY_SECRET", true},
+		{"invalid name", "auth: { secret_env: \"no such\" }\n", "", true},
+		{"verifier", "mode: verifier\nlisten: 12\n", "AUTH_SECRET", false},
+		{"verifier with cookie routes", "mode: verifier\nroutes: { cookie_only: [/x] }\n", "AUTH_SECRET", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			env, needed := SecretHint([]byte(tt.yaml))
+			if env != tt.wantEnv || needed != tt.wantNeeded {
+				t.Errorf("got %q, %v; want %q, %v", env, needed, tt.wantEnv, tt.wantNeeded)
+			}
+		})
+	}
+}

@@ -324,6 +324,23 @@ func InspectKeys(ctx context.Context, store Store, secret []byte, jwtTTL time.Du
 	return k.inspect(ctx)
 }
 
+// InspectKeyRecords is InspectKeys on records already read, newest first:
+// for "check", which reads them through a connection that cannot write
+// rather than through a Store.
+func InspectKeyRecords(recs []KeyRecord, secret []byte, jwtTTL time.Duration, now func() time.Time, log *slog.Logger) []KeyInfo {
+	if jwtTTL == 0 {
+		jwtTTL = 30 * 24 * time.Hour
+	}
+	if now == nil {
+		now = time.Now
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	k := &keyring{secret: secret, jwtTTL: jwtTTL, now: now, log: log, decoded: map[string]*keyEntry{}, announced: map[string]bool{}}
+	return k.describe(k.decodeAll(recs))
+}
+
 // storeErr maps a store failure to the client: the store could not answer
 // (closed, locked past the deadline, disk gone). 503 says "try again"; the
 // cause goes to the log only.

@@ -93,12 +93,17 @@ func (k *keyring) read(ctx context.Context) ([]*keyEntry, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read keys: %w", err)
 	}
+	return k.decodeAll(recs), nil
+}
+
+// decodeAll decodes recs, newest first.
+func (k *keyring) decodeAll(recs []KeyRecord) []*keyEntry {
 	out := make([]*keyEntry, 0, len(recs))
 	for _, r := range recs {
 		out = append(out, k.decode(r))
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].rec.CreatedAt.After(out[j].rec.CreatedAt) })
-	return out, nil
+	return out
 }
 
 // publicKeys returns the usable keys, newest first.
@@ -123,6 +128,11 @@ func (k *keyring) inspect(ctx context.Context) ([]KeyInfo, error) {
 	if err != nil {
 		return nil, err
 	}
+	return k.describe(entries), nil
+}
+
+// describe reports decoded entries with their usability.
+func (k *keyring) describe(entries []*keyEntry) []KeyInfo {
 	now := k.now()
 	out := make([]KeyInfo, 0, len(entries))
 	for _, e := range entries {
@@ -135,7 +145,7 @@ func (k *keyring) inspect(ctx context.Context) ([]KeyInfo, error) {
 		}
 		out = append(out, ki)
 	}
-	return out, nil
+	return out
 }
 
 // signingKey returns the newest key that may sign, creating one when none

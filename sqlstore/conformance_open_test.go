@@ -221,3 +221,29 @@ func testObserve(t *testing.T, db *sqlstore.DB, _ env) {
 		}
 	}
 }
+
+// testInspectChangesNothing: Inspect reports a database serve has not
+// created yet without creating it, and an existing one with its version
+// and keys; a second Inspect of the fresh database still finds nothing,
+// so the first made nothing (the SQLite file, the PostgreSQL tables).
+func testInspectChangesNothing(t *testing.T, db *sqlstore.DB, e env) {
+	ctx := context.Background()
+	fresh := e.self.fresh(t)
+	for i := range 2 {
+		in, err := fresh.inspect(ctx)
+		if err != nil || in.Exists || in.Version != 0 || in.Known < 2 || in.Pending() != in.Known || in.Keys != nil {
+			t.Fatalf("fresh database, inspect %d: got %+v, %v; want nothing there, every migration pending", i+1, in, err)
+		}
+	}
+	k := issuer.KeyRecord{ID: "k1", PublicKey: "pub", PrivateKey: "sealed", CreatedAt: t0, Alg: "EdDSA", Crv: "Ed25519"}
+	if err := db.InsertKey(ctx, k); err != nil {
+		t.Fatal(err)
+	}
+	in, err := e.db.inspect(ctx)
+	if err != nil || !in.Exists || in.Version != in.Known || in.Pending() != 0 || len(in.Keys) != 1 || in.Keys[0] != k {
+		t.Fatalf("migrated database: got %+v, %v; want version %d and key k1", in, err, in.Known)
+	}
+	if in.Where != db.String() {
+		t.Errorf("Where: got %q, want %q as DB.String", in.Where, db.String())
+	}
+}

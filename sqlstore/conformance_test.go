@@ -30,6 +30,7 @@ var conformanceCases = []struct {
 }{
 	{"OpenReopenKeepsData", testOpenReopenKeepsData},
 	{"OpenConcurrentlyOnEmpty", testOpenConcurrentlyOnEmpty},
+	{"InspectChangesNothing", testInspectChangesNothing},
 	{"PingAndCount", testPingAndCount},
 	{"Observe", testObserve},
 
@@ -86,7 +87,8 @@ var engines = []engine{
 	{"sqlite", func(t *testing.T) database {
 		path := filepath.Join(t.TempDir(), "test.db")
 		return database{
-			open: func(ctx context.Context) (*sqlstore.DB, error) { return sqlstore.OpenSQLite(ctx, path) },
+			open:    func(ctx context.Context) (*sqlstore.DB, error) { return sqlstore.OpenSQLite(ctx, path) },
+			inspect: func(ctx context.Context) (sqlstore.Inspection, error) { return sqlstore.InspectSQLite(ctx, path) },
 			// The raw handle waits for the store's writers instead of
 			// failing with SQLITE_BUSY, and checks foreign keys like it.
 			rawDriver: "sqlite", rawDSN: "file:" + path + "?_pragma=busy_timeout(10000)&_pragma=foreign_keys(1)",
@@ -98,6 +100,9 @@ var engines = []engine{
 			open: func(ctx context.Context) (*sqlstore.DB, error) {
 				return sqlstore.OpenPostgres(ctx, sqlstore.PostgresOptions{URL: url})
 			},
+			inspect: func(ctx context.Context) (sqlstore.Inspection, error) {
+				return sqlstore.InspectPostgres(ctx, sqlstore.PostgresOptions{URL: url})
+			},
 			rawDriver: "pgx", rawDSN: url,
 		}
 	}},
@@ -108,6 +113,8 @@ type database struct {
 	// open opens one more handle on the database, migrating it if needed:
 	// two handles are two replicas sharing it.
 	open func(ctx context.Context) (*sqlstore.DB, error)
+	// inspect reads it read-only, as "check" does.
+	inspect func(ctx context.Context) (sqlstore.Inspection, error)
 	// rawDriver and rawDSN open a plain database/sql handle on it, for
 	// what the store's API cannot do: plant a NULL, read the schema
 	// version.

@@ -1,6 +1,7 @@
 package sqlstore
 
 import (
+	"context"
 	"database/sql"
 	"errors"
 	"strconv"
@@ -30,6 +31,13 @@ type dialect struct {
 	snapshotIsolation sql.IsolationLevel
 	// migrations is the directory of the engine's embedded migrations.
 	migrations string
+	// schemaVersion reads, in a read-only transaction, whether the schema
+	// exists and its version, as migrate keeps them; exists is what the
+	// caller knows already (SQLite: the file exists). Inspect only.
+	schemaVersion func(ctx context.Context, t *sql.Tx, exists bool) (bool, int, error)
+	// canMigrate reports what would make serve's first migration fail on
+	// a database without the schema. Inspect only.
+	canMigrate func(ctx context.Context, t *sql.Tx) error
 }
 
 var sqliteDialect = &dialect{
@@ -40,7 +48,10 @@ var sqliteDialect = &dialect{
 	emailTaken: func(err error) bool {
 		return err != nil && strings.Contains(err.Error(), "UNIQUE constraint failed: user.email")
 	},
-	migrations: "migrations/sqlite",
+	migrations:    "migrations/sqlite",
+	schemaVersion: sqliteSchemaVersion,
+	// What the file system must allow is checked before SQL is reached.
+	canMigrate: func(context.Context, *sql.Tx) error { return nil },
 }
 
 var postgresDialect = &dialect{
@@ -54,7 +65,9 @@ var postgresDialect = &dialect{
 		var pe *pgconn.PgError
 		return errors.As(err, &pe) && pe.Code == "23505" && pe.ConstraintName == "user_email_key"
 	},
-	migrations: "migrations/postgres",
+	migrations:    "migrations/postgres",
+	schemaVersion: postgresSchemaVersion,
+	canMigrate:    postgresCanMigrate,
 }
 
 // dollarPlaceholders numbers the "?" placeholders $1, $2, ... The shared

@@ -79,17 +79,10 @@ func OpenPostgres(ctx context.Context, o PostgresOptions) (*DB, error) {
 		o.MaxConns = 10
 	}
 	o.MaxConns = max(o.MaxConns, 2)
-	if o.ConnectTimeout == 0 {
-		o.ConnectTimeout = 3 * time.Second
-	}
-	cc, err := pgx.ParseConfig(o.URL)
+	cc, where, err := postgresConfig(o)
 	if err != nil {
-		// pgx's parse errors quote the string with the password masked;
-		// ours adds nothing of the URL.
-		return nil, fmt.Errorf("postgres: bad connection URL: %w", redactErr(err, o.URL))
+		return nil, err
 	}
-	cc.ConnectTimeout = o.ConnectTimeout
-	where := fmt.Sprintf("postgres://%s:%d/%s", cc.Host, cc.Port, cc.Database)
 	// A connection idle for a moment is pinged before reuse (pgx's default
 	// is a second): after a database restart, the pool's old connections
 	// are found dead by the ping, not by a request that then fails.
@@ -112,6 +105,25 @@ func OpenPostgres(ctx context.Context, o PostgresOptions) (*DB, error) {
 		return nil, fmt.Errorf("%s: %w", where, redactErr(err, o.URL))
 	}
 	return db, nil
+}
+
+// postgresConfig parses o.URL, applies o.ConnectTimeout, and names the
+// database for messages without the password.
+func postgresConfig(o PostgresOptions) (cc *pgx.ConnConfig, where string, err error) {
+	if o.ConnectTimeout == 0 {
+		o.ConnectTimeout = 3 * time.Second
+	}
+	cc, err = pgx.ParseConfig(o.URL)
+	if err != nil {
+		// pgx's parse errors quote the string with the password masked;
+		// ours adds nothing of the URL.
+		return nil, "", fmt.Errorf("postgres: bad connection URL: %w", redactErr(err, o.URL))
+	}
+	cc.ConnectTimeout = o.ConnectTimeout
+	if cc.RuntimeParams == nil {
+		cc.RuntimeParams = map[string]string{}
+	}
+	return cc, fmt.Sprintf("postgres://%s:%d/%s", cc.Host, cc.Port, cc.Database), nil
 }
 
 // redactErr makes sure no error text carries the connection password,

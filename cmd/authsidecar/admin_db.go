@@ -42,7 +42,7 @@ func cmdDBCopy(ctx context.Context, e *cliEnv, args []string) error {
 		return fmt.Errorf("source: %w", err)
 	}
 	defer src.Close()
-	dst, err := openAdmin(ctx, e, false)
+	dst, err := openAdminDB(ctx, e, false, true)
 	if err != nil {
 		return fmt.Errorf("target: %w", err)
 	}

@@ -1,10 +1,14 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/authsidecar/authsidecar/sqlstore"
 )
 
 const otherSecret = "another-secret-0123456789abcdefghijklmnop"
@@ -39,8 +43,14 @@ func newKID(t *testing.T, out string) string {
 
 func TestKeysListAndRotate(t *testing.T) {
 	t.Parallel()
-	cfgPath, _ := writeConfig(t, t.TempDir(), "")
-	mustCLI(t, e2eSecret, "", "check", "-config", cfgPath) // creates the database, no key
+	dir := t.TempDir()
+	cfgPath, _ := writeConfig(t, dir, "")
+	// The database as serve creates it, before its first key.
+	db, err := sqlstore.OpenSQLite(context.Background(), filepath.Join(dir, "auth.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
 
 	if out := mustCLI(t, e2eSecret, "", argv(cfgPath, "keys list")...); !strings.Contains(out, "no signing keys yet") {
 		t.Errorf("empty database: got %q, want no signing keys yet", out)

@@ -29,6 +29,12 @@ type adminEnv struct {
 // database, which must already exist: an admin command pointed at the
 // wrong file should fail, not create an empty database and report on it.
 func openAdmin(ctx context.Context, e *cliEnv, withSecret bool) (*adminEnv, error) {
+	return openAdminDB(ctx, e, withSecret, false)
+}
+
+// openAdminDB is openAdmin that, when create, also creates a missing
+// SQLite file: the target of db copy, where a new file is what is meant.
+func openAdminDB(ctx context.Context, e *cliEnv, withSecret, create bool) (*adminEnv, error) {
 	a := &adminEnv{}
 	var err error
 	if withSecret {
@@ -46,8 +52,8 @@ func openAdmin(ctx context.Context, e *cliEnv, withSecret bool) (*adminEnv, erro
 	case "none":
 		return nil, fmt.Errorf("%s has no database (database.driver none): run admin commands with a config of the issuers' database", e.configPath)
 	case "sqlite":
-		if _, err := os.Stat(a.cfg.Database.Path); errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("database %s does not exist (serve or check creates it): is -config %s the right file?", a.cfg.Database.Path, e.configPath)
+		if _, err := os.Stat(a.cfg.Database.Path); errors.Is(err, fs.ErrNotExist) && !create {
+			return nil, fmt.Errorf("database %s does not exist (serve creates it): is -config %s the right file?", a.cfg.Database.Path, e.configPath)
 		}
 	}
 	if a.db, err = openStore(ctx, a.cfg, e.getenv); err != nil {

@@ -46,7 +46,14 @@ type cliEnv struct {
 
 var commands = []command{
 	{name: "serve", summary: "run the sidecar", secret: true, run: cmdServe},
-	{name: "check", summary: "validate the config, open and migrate the database, decrypt the keys; report every problem", secret: true, run: cmdCheck},
+	{name: "check", summary: "validate the config, the secret, the database and the keys, read-only; report every problem in one run", secret: true, run: cmdCheck,
+		detail: "Read-only: check never creates, migrates or writes a database. A missing SQLite file is\n" +
+			"reported as created by the first serve (once its directory is found writable), an older\n" +
+			"schema as migrations serve applies, a PostgreSQL database without tables as tables serve\n" +
+			"creates. It decrypts the stored signing keys with the secret (verifier mode: fetches the\n" +
+			"JWKS once). Every problem is printed as a FAIL line, then their count; the exit status is 1\n" +
+			"if there is any. When the config does not load, the secret is still checked, under the\n" +
+			"auth.secret_env the file names (or AUTH_SECRET)."},
 	{name: "version", summary: "print the version", run: cmdVersion},
 	{name: "demo", summary: "run a throwaway sidecar with an echo upstream and print a curl walkthrough (no config, no secret needed)", run: cmdDemo},
 	{name: "keys", summary: "list and rotate the JWT signing keys", subs: []command{
@@ -74,7 +81,7 @@ var commands = []command{
 				"pg_dump (pg_dump -Fc \"$DATABASE_URL\" > authsidecar.dump), which is also safe while serving."},
 		{name: "copy", args: "SOURCE-CONFIG", minArgs: 1, maxArgs: 1, summary: "copy users, sessions, keys and roles from SOURCE-CONFIG's database into -config's empty one", run: cmdDBCopy,
 			detail: "The move from SQLite to PostgreSQL: authsidecar db copy -config postgres.yaml sqlite.yaml\n" +
-				"The target must be empty (a SQLite target must exist: run check first); everything is\n" +
+				"The target must be empty (a missing SQLite target file is created); everything is\n" +
 				"copied in one transaction, or nothing. Signing keys are copied sealed: both configs must\n" +
 				"use the same AUTH_SECRET for the copied keys, sessions and JWTs to stay valid. Stop the\n" +
 				"source's sidecar first, or sign-ups after the copy starts are not in it."},
