@@ -113,14 +113,31 @@ func TestLookalikePaths(t *testing.T) {
 	}
 }
 
-// TestLookalikeBudget: a path that NFKC grows enormously is refused, not
-// expanded without bound.
+// TestLookalikeBudget: checking a path costs a bounded amount. A long
+// non-ASCII path, or one whose readings together grow past the budget
+// (NFKC turns U+FDFA into 18 characters), is refused rather than expanded;
+// a merely longish one passes.
 func TestLookalikeBudget(t *testing.T) {
 	r := lookalikeRouter()
-	p := "/" + strings.Repeat("\uFDFA", 200_000) // each NFKC-expands to 33 bytes
-	c, _, err := r.classify(p)
-	if err == nil || !strings.Contains(err.Error(), "too many readings") {
-		t.Fatalf("got %v %v, want refused for too many readings", c, err)
+	tests := []struct {
+		name, path string
+		refused    string // "" for accepted
+	}{
+		{"2 KiB of é", "/" + strings.Repeat("é", 1024), ""},
+		{"8 KiB of U+FDFA", "/" + strings.Repeat("\uFDFA", 2730), ""},
+		{"over 8 KiB", "/" + strings.Repeat("é", 4096), "longer than 8 KiB"},
+		{"over the budget", "/" + strings.Repeat("\uFDFAA\u00ad%41", 800), "too many readings"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, _, err := r.classify(tt.path)
+			switch {
+			case tt.refused == "" && err != nil:
+				t.Fatalf("got %v, want accepted", err)
+			case tt.refused != "" && (err == nil || !strings.Contains(err.Error(), tt.refused)):
+				t.Fatalf("got %v %v, want refused for %q", c, err, tt.refused)
+			}
+		})
 	}
 }
 
