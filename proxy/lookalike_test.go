@@ -186,3 +186,17 @@ func TestNeedsLookalikeCheckAllocs(t *testing.T) {
 		t.Fatalf("classify of an ASCII path: got %v allocs, want 0", n)
 	}
 }
+
+// BenchmarkClassify: an ASCII path pays one scan for the look-alike check;
+// a non-ASCII one pays for its readings.
+func BenchmarkClassify(b *testing.B) {
+	r := lookalikeRouter()
+	for _, p := range []string{"/api/tasks/0123456789abcdef", "/assets/app.js", "/files/été.pdf"} {
+		b.Run(p, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				r.classify(p)
+			}
+		})
+	}
+}
