@@ -29,8 +29,8 @@ import (
 
 const (
 	// maxLookalikePath bounds the decoded path checked at all: a longer
-	// one with a non-ASCII byte or a "%" is refused. Checking costs about
-	// a quarter of a microsecond a byte, and common servers refuse request
+	// one with a non-ASCII byte or a "%" is refused. Checking costs up to
+	// a few hundred nanoseconds a byte, and common servers refuse request
 	// lines over 8 KiB anyway (nginx, Apache), so no real client sends one.
 	maxLookalikePath = 8 << 10
 	// maxLookalikes bounds the readings explored. Real paths have a few
