@@ -67,6 +67,14 @@ func (m matcher) matchFold(path string) bool {
 	return hasPrefixFold(path, m.path)
 }
 
+// matches is match, or matchFold when fold is set.
+func (m matcher) matches(path string, fold bool) bool {
+	if fold {
+		return m.matchFold(path)
+	}
+	return m.match(path)
+}
+
 // router classifies canonical paths.
 type router struct {
 	auth        matcher
@@ -114,36 +122,57 @@ func newRouter(cookieOnly, passthrough, websocket []string, admin []AdminRoute) 
 // route demands, or an error for a path that matches a configured path
 // only when case is ignored (/API/tasks, /api/Admin/x): an upstream that
 // matches routes case-insensitively would otherwise serve it unguarded.
+// For the same reason a path that an upstream could read, after Unicode
+// normalization or a second decoding, as a protected route it is not as
+// written (/%EF%BC%A1pi/tasks, fullwidth A) is refused; see
+// checkLookalikes.
 func (r *router) classify(path string) (Class, []string, error) {
 	for _, m := range r.all {
 		if m.matchFold(path) && !m.match(path) {
 			return ClassRejected, nil, errBadPath("path differs from a configured route only in case")
 		}
 	}
-	switch {
-	case r.auth.match(path):
-		return ClassAuth, nil, nil
-	case anyMatch(r.cookieOnly, path):
-		return ClassCookieOnly, nil, nil
-	case anyMatch(r.passthrough, path):
-		return ClassPassthrough, nil, nil
-	case anyMatch(r.websocket, path):
-		return ClassWebSocket, nil, nil
-	}
-	for _, a := range r.admin {
-		if a.match(path) {
-			return ClassAdmin, a.roles, nil
+	class, admin := r.lookup(path, false)
+	if needsLookalikeCheck(path) {
+		if err := r.checkLookalikes(path, class, admin); err != nil {
+			return ClassRejected, nil, err
 		}
 	}
-	if r.api.match(path) {
-		return ClassBusiness, nil, nil
+	if class == ClassAdmin {
+		return class, r.admin[admin].roles, nil
 	}
-	return ClassPublic, nil, nil
+	return class, nil, nil
 }
 
-func anyMatch(ms []matcher, path string) bool {
+// lookup returns the class of path and, for ClassAdmin, the index of the
+// admin route that matched (-1 otherwise). With fold set, configured paths
+// are matched ignoring ASCII case. classify and checkLookalikes share it so
+// the order of the classes is written once.
+func (r *router) lookup(path string, fold bool) (Class, int) {
+	switch {
+	case r.auth.matches(path, fold):
+		return ClassAuth, -1
+	case anyMatch(r.cookieOnly, path, fold):
+		return ClassCookieOnly, -1
+	case anyMatch(r.passthrough, path, fold):
+		return ClassPassthrough, -1
+	case anyMatch(r.websocket, path, fold):
+		return ClassWebSocket, -1
+	}
+	for i, a := range r.admin {
+		if a.matches(path, fold) {
+			return ClassAdmin, i
+		}
+	}
+	if r.api.matches(path, fold) {
+		return ClassBusiness, -1
+	}
+	return ClassPublic, -1
+}
+
+func anyMatch(ms []matcher, path string, fold bool) bool {
 	for _, m := range ms {
-		if m.match(path) {
+		if m.matches(path, fold) {
 			return true
 		}
 	}

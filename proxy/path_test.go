@@ -3,6 +3,8 @@ package proxy
 import (
 	"strings"
 	"testing"
+
+	"golang.org/x/text/unicode/norm"
 )
 
 func TestCanonicalPath(t *testing.T) {
@@ -109,9 +111,16 @@ func TestClassify(t *testing.T) {
 // FuzzCanonicalPath: never panics, and an accepted path is a fixed point
 // (canonicalizing the result, re-escaped minimally, gives it back).
 func FuzzCanonicalPath(f *testing.F) {
-	for _, s := range []string{"/", "/api/tasks", "/api/%2e%2e/x", "/a%20b", "/api//x", "/caf%C3%A9", "http:x"} {
+	for _, s := range []string{"/", "/api/tasks", "/api/%2e%2e/x", "/a%20b", "/api//x", "/caf%C3%A9", "http:x",
+		// Unicode look-alikes of /api, /ws, dots and slashes.
+		"/%EF%BC%A1pi/tasks", "/\xef\xbd\x81pi/tasks", "/%EF%BC%8Fapi/x", "/x%EF%BC%8F..%EF%BC%8Fapi/tasks",
+		"/x/%E2%80%A4%E2%80%A4/api/admin", "/x/%EF%B8%B0/api/admin", "/x/%EF%BC%8E%EF%BC%8E/api/admin",
+		"/%F0%9D%90%9A%F0%9D%90%A9%F0%9D%90%A2/x", "/%E2%92%B6pi/x", "/w%C5%BF/chat", "/%E2%84%AAiosk/x",
+		"/pro%EF%AC%81le", "/%C4%B0nternal/x", "/%C4%B1nternal/x", "/ap%C2%ADi/x", "/%2561pi/admin",
+		"/x/%C0%AE%C0%AE/api/admin", "/%EF%BC%A1pi%EF%BC%9F", "/files/%C3%A9t%C3%A9.pdf"} {
 		f.Add(s)
 	}
+	r := lookalikeRouter()
 	f.Fuzz(func(t *testing.T, target string) {
 		raw, _, _ := strings.Cut(target, "?")
 		if fastCanonical(raw) {
@@ -125,6 +134,17 @@ func FuzzCanonicalPath(f *testing.F) {
 		}
 		if !strings.HasPrefix(got, "/") || strings.Contains(got, "//") || strings.Contains(got, "/../") || strings.HasSuffix(got, "/..") {
 			t.Fatalf("%q accepted as %q", target, got)
+		}
+		// A path the router accepts must not read, after one fixed
+		// pipeline of the reductions an upstream may apply, as a
+		// protected route of another class.
+		class, _, err := r.classify(got)
+		if err != nil {
+			return
+		}
+		read := resolveDots(foldCase(norm.NFKC.String(unescapeLenient(got))))
+		if c, _ := r.lookup(read, true); c != ClassPublic && c != class {
+			t.Fatalf("%q classified %v reads as %q, class %v", target, class, read, c)
 		}
 	})
 }

@@ -194,6 +194,18 @@ func TestServeEndToEnd(t *testing.T) {
 	if res, _ := s.do(t, "GET", "/api/tasks", ""); res.StatusCode != 401 {
 		t.Fatalf("business request without token: got %d, want 401", res.StatusCode)
 	}
+	// Unicode look-alikes of protected routes (fullwidth A, fullwidth API,
+	// one-dot leaders, fullwidth w) are refused: an upstream that applies
+	// NFKC would read them as /api/tasks, /api/admin/x, /ws/chat. Ordinary
+	// non-ASCII paths still reach the upstream.
+	for _, p := range []string{"/%EF%BC%A1pi/tasks", "/%EF%BC%A1%EF%BC%B0%EF%BC%A9/admin/x", "/x/%E2%80%A4%E2%80%A4/api/admin/x", "/%EF%BD%97s/chat"} {
+		if res, body := s.do(t, "GET", p, ""); res.StatusCode != 400 || !bytes.Contains(body, []byte(`"code":"BAD_PATH"`)) {
+			t.Errorf("look-alike %s: got %d %s, want 400 BAD_PATH", p, res.StatusCode, body)
+		}
+	}
+	if res, body := s.do(t, "GET", "/files/%C3%A9t%C3%A9.pdf", ""); res.StatusCode != 200 || !bytes.Contains(body, []byte(`"path":"/files/été.pdf"`)) {
+		t.Errorf("non-ASCII public path: got %d %s, want 200 from the upstream", res.StatusCode, body)
+	}
 	// The WebSocket route takes the token in the query: it must reach
 	// neither the upstream nor the access log.
 	if res, body := s.do(t, "GET", "/ws/chat?room=1&token="+jwt, ""); res.StatusCode != 200 || bytes.Contains(body, []byte("token")) {
