@@ -3,6 +3,7 @@ package proxy_test
 import (
 	"context"
 	"crypto/ed25519"
+	"encoding/base64"
 	"fmt"
 	"io"
 	"log/slog"
@@ -129,3 +130,44 @@ var testBuffers = sync.Pool{New: func() any { b := make([]byte, 32<<10); return 
 
 func (testPool) Get() []byte  { return *testBuffers.Get().(*[]byte) }
 func (testPool) Put(b []byte) { testBuffers.Put(&b) }
+
+// BenchmarkEd25519Floor is one crypto/ed25519.Verify of a token like
+// BenchmarkVerifyMiss's: the floor under any verifier. Compare the two in
+// the same run (the machine is noisy).
+func BenchmarkEd25519Floor(b *testing.B) {
+	pub, priv, _ := ed25519.GenerateKey(nil)
+	n := time.Now()
+	tok := sign(priv, map[string]any{"alg": "EdDSA", "kid": "k1", "typ": "JWT"}, map[string]any{
+		"sub": "user-1", "iat": n.Unix(), "exp": n.Add(time.Hour).Unix(), "iss": origin, "aud": origin,
+		"jti": "0123456789abcdef0123456789abcdef", "id": "user-1", "email": "user-1@example.com", "name": "Bench", "emailVerified": false})
+	i := strings.LastIndexByte(tok, '.')
+	input := []byte(tok[:i])
+	sig, err := base64.RawURLEncoding.DecodeString(tok[i+1:])
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if !ed25519.Verify(pub, input, sig) {
+			b.Fatal("signature does not verify")
+		}
+	}
+}
+
+// BenchmarkVerifyMissJWX is BenchmarkVerifyMiss's token through the
+// previous verifier (jwx's jwt.Parse, jwx_reference_test.go), for the
+// ratio in the same run.
+func BenchmarkVerifyMissJWX(b *testing.B) {
+	pub, priv, _ := ed25519.GenerateKey(nil)
+	n := time.Now()
+	tok := sign(priv, map[string]any{"alg": "EdDSA", "kid": "k1", "typ": "JWT"}, map[string]any{
+		"sub": "user-1", "iat": n.Unix(), "exp": n.Add(time.Hour).Unix(), "iss": origin, "aud": origin,
+		"jti": "0123456789abcdef0123456789abcdef", "id": "user-1", "email": "user-1@example.com", "name": "Bench", "emailVerified": false})
+	v := &referenceVerifier{keys: mapKeys{"k1": pub}, issuer: origin, audience: origin, leeway: 30 * time.Second, maxTTL: 30 * 24 * time.Hour, now: time.Now}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, reason := v.verify(tok); reason != "" {
+			b.Fatal(reason)
+		}
+	}
+}

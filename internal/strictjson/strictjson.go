@@ -35,6 +35,8 @@ func CheckDuplicates(data []byte) error {
 type walker struct {
 	b []byte
 	i int
+	// fn, if set, receives the members of the outermost object (Members).
+	fn func(name, value []byte) error
 }
 
 func (w *walker) space() {
@@ -125,8 +127,18 @@ func (w *walker) object() error {
 		}
 		w.space()
 		w.i++ // ':'
+		fn := w.fn
+		w.fn = nil // nested objects are only checked
+		w.space()
+		start := w.i
 		if err := w.value(); err != nil {
 			return err
+		}
+		if fn != nil {
+			if err := fn(name, w.b[start:w.i]); err != nil {
+				return err
+			}
+			w.fn = fn
 		}
 		w.space()
 		c := w.b[w.i]
@@ -162,4 +174,70 @@ func (w *walker) str() (name []byte, ok bool) {
 		return nil, false
 	}
 	return []byte(s), true
+}
+
+// ErrNotObject is returned by Members for valid JSON that is not an object.
+var ErrNotObject = errors.New("not a JSON object")
+
+// Members checks data as CheckDuplicates does and, if it is an object,
+// calls fn with the decoded name and the raw value of each top-level
+// member, in order; an error from fn stops the walk and is returned. It
+// is how a reader decodes only the members it needs, by exact name (not
+// encoding/json's case-insensitive match), in the one pass that also
+// checks for duplicates.
+func Members(data []byte, fn func(name, value []byte) error) error {
+	if !json.Valid(data) {
+		return ErrInvalid
+	}
+	w := walker{b: data, fn: fn}
+	w.space()
+	if w.b[w.i] != '{' {
+		return ErrNotObject
+	}
+	return w.object()
+}
+
+// String decodes value, the raw bytes of one JSON string from a valid
+// document (such as a value Members passed on), as encoding/json would.
+// ok is false if value is not a string.
+func String(value []byte) (s []byte, ok bool) {
+	if len(value) < 2 || value[0] != '"' {
+		return nil, false
+	}
+	w := walker{b: value}
+	return w.str()
+}
+
+// Elements calls fn with the raw bytes of each element of value, a JSON
+// array, in order. ok is false if value is not one valid JSON array.
+func Elements(value []byte, fn func(elem []byte) error) (ok bool, err error) {
+	if !json.Valid(value) {
+		return false, nil
+	}
+	w := walker{b: value}
+	w.space()
+	if w.b[w.i] != '[' {
+		return false, nil
+	}
+	w.i++
+	w.space()
+	if w.b[w.i] == ']' {
+		return true, nil
+	}
+	for {
+		w.space()
+		start := w.i
+		if err := w.value(); err != nil {
+			return false, err
+		}
+		if err := fn(w.b[start:w.i]); err != nil {
+			return true, err
+		}
+		w.space()
+		c := w.b[w.i]
+		w.i++ // ',' or ']'
+		if c == ']' {
+			return true, nil
+		}
+	}
 }

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"strings"
 	"testing"
 )
 
@@ -133,5 +135,67 @@ func BenchmarkCheckDuplicates(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+func TestMembers(t *testing.T) {
+	tests := []struct {
+		in   string
+		want string // name=value pairs, or the error
+	}{
+		{`{"a":1,"b":"x","c":{"d":[1,2]},"e":null}`, `a=1 b="x" c={"d":[1,2]} e=null`},
+		{` { "a" : 1 , "b":true } `, `a=1 b=true`},
+		{`{"\u0061b":1,"SUB":2}`, `ab=1 SUB=2`},
+		{`{}`, ``},
+		{`{"a":1,"a":2}`, `duplicate member "a"`},
+		{`{"x":{"a":1,"a":2}}`, `duplicate member "a"`},
+		{`[1]`, ErrNotObject.Error()},
+		{`"x"`, ErrNotObject.Error()},
+		{`{"a":1`, ErrInvalid.Error()},
+		{`{"a":1} 2`, ErrInvalid.Error()},
+	}
+	for _, tt := range tests {
+		var got []string
+		err := Members([]byte(tt.in), func(name, value []byte) error {
+			got = append(got, string(name)+"="+string(value))
+			return nil
+		})
+		s := fmt.Sprint(strings.Join(got, " "))
+		if err != nil {
+			s = err.Error()
+		}
+		if s != tt.want {
+			t.Errorf("Members(%s) = %q, want %q", tt.in, s, tt.want)
+		}
+	}
+	stop := errors.New("stop")
+	n := 0
+	if err := Members([]byte(`{"a":1,"b":2}`), func(_, _ []byte) error { n++; return stop }); err != stop || n != 1 {
+		t.Errorf("an error from fn: got %v after %d calls, want stop after 1", err, n)
+	}
+}
+
+func TestStringAndElements(t *testing.T) {
+	for in, want := range map[string]string{`"a"`: "a", `"\u00e9\n"`: "é\n", `""`: "", `"\ud800"`: "\uFFFD", "\"\xff\"": "\uFFFD"} {
+		if s, ok := String([]byte(in)); !ok || string(s) != want {
+			t.Errorf("String(%s) = %q, %v; want %q", in, s, ok, want)
+		}
+	}
+	for _, in := range []string{`5`, `null`, `["a"]`, ``} {
+		if _, ok := String([]byte(in)); ok {
+			t.Errorf("String(%s) ok, want not a string", in)
+		}
+	}
+	for in, want := range map[string]string{`[]`: "", `[1, "a" ,{"b":[2]}]`: `1|"a"|{"b":[2]}`, ` [null] `: "null"} {
+		var got []string
+		ok, err := Elements([]byte(in), func(e []byte) error { got = append(got, string(e)); return nil })
+		if !ok || err != nil || strings.Join(got, "|") != want {
+			t.Errorf("Elements(%s) = %q, %v, %v; want %q", in, got, ok, err, want)
+		}
+	}
+	for _, in := range []string{`{}`, `"a"`, `[1,]`, `[{"a":1,"a":1}]`} {
+		if ok, err := Elements([]byte(in), func([]byte) error { return nil }); ok && err == nil {
+			t.Errorf("Elements(%s) accepted", in)
+		}
 	}
 }
