@@ -713,3 +713,33 @@ func markdownAnchors(text string) map[string]bool {
 	}
 	return anchors
 }
+
+// TestReadmeTestCommandInCI: the README's test command is not run by the
+// README test (it is what runs it); CI must run exactly it.
+func TestReadmeTestCommandInCI(t *testing.T) {
+	text, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks, err := readmeBlocks(string(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ci, err := os.ReadFile("../../.ci/run")
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, b := range blocks {
+		if b.info != "sh" || !strings.HasPrefix(b.first(), "go test ") {
+			continue
+		}
+		found = true
+		if !slices.Contains(strings.Split(string(ci), "\n"), b.first()) {
+			t.Errorf("README.md:%d gives %q as the test command; .ci/run has no line running exactly it", b.line, b.first())
+		}
+	}
+	if !found {
+		t.Error("README.md gives no test command (an sh block starting with go test)")
+	}
+}
