@@ -55,9 +55,14 @@ func (c *Cluster) AdminURL() string {
 		Host: "127.0.0.1:" + strconv.Itoa(c.port), Path: "/postgres", RawQuery: "sslmode=disable"}).String()
 }
 
-// New initializes a cluster in a new temporary directory and starts it.
-// Close stops it and removes the directory.
-func New() (*Cluster, error) {
+// New initializes a cluster in a new temporary directory and starts it on
+// a free loopback port. Close stops it and removes the directory.
+func New() (*Cluster, error) { return NewOnPort(0) }
+
+// NewOnPort is New on a given port (0: a free one). The README test runs
+// the README's commands, which name PostgreSQL's usual 5432, in a network
+// namespace of their own where that port is free.
+func NewOnPort(port int) (*Cluster, error) {
 	bin, err := binDir()
 	if err != nil {
 		return nil, err
@@ -97,15 +102,19 @@ func New() (*Cluster, error) {
 		return nil, fmt.Errorf("initdb: %v\n%s", err, out)
 	}
 	for attempt := 0; ; attempt++ {
-		if c.port, err = freePort(); err != nil {
-			c.remove()
-			return nil, err
+		c.port = port
+		if port == 0 {
+			if c.port, err = freePort(); err != nil {
+				c.remove()
+				return nil, err
+			}
 		}
 		err = c.Start()
 		if err == nil {
 			return c, nil
 		}
-		if attempt == 2 || !strings.Contains(err.Error(), "already in use") {
+		// A free port may be taken before the server binds it: try another.
+		if port != 0 || attempt == 2 || !strings.Contains(err.Error(), "already in use") {
 			c.remove()
 			return nil, err
 		}
