@@ -30,13 +30,15 @@ func benchVerifier(b *testing.B, cacheSize int) (proxy.Verifier, func(sub string
 		Inner: proxy.NewJWTVerifier(proxy.JWTVerifierOptions{Keys: kc, Issuer: origin, Audience: origin, Leeway: 30 * time.Second}),
 		Keys:  kc, Size: cacheSize, Leeway: 30 * time.Second,
 	})
-	mint := func(sub string) string {
-		n := time.Now()
-		return sign(priv, map[string]any{"alg": "EdDSA", "kid": "k1", "typ": "JWT"}, map[string]any{
-			"sub": sub, "iat": n.Unix(), "exp": n.Add(time.Hour).Unix(), "iss": origin, "aud": origin,
-			"jti": "0123456789abcdef0123456789abcdef", "id": sub, "email": sub + "@example.com", "name": "Bench", "emailVerified": false})
-	}
-	return v, mint
+	return v, func(sub string) string { return benchToken(priv, sub) }
+}
+
+// benchToken is a token like the issuer's: its header, claims and size.
+func benchToken(priv ed25519.PrivateKey, sub string) string {
+	n := time.Now()
+	return sign(priv, map[string]any{"alg": "EdDSA", "kid": "k1", "typ": "JWT"}, map[string]any{
+		"sub": sub, "iat": n.Unix(), "exp": n.Add(time.Hour).Unix(), "iss": origin, "aud": origin,
+		"jti": "0123456789abcdef0123456789abcdef", "id": sub, "email": sub + "@example.com", "name": "Bench", "emailVerified": false})
 }
 
 func BenchmarkVerifyCacheHit(b *testing.B) {
@@ -136,10 +138,7 @@ func (testPool) Put(b []byte) { testBuffers.Put(&b) }
 // the same run (the machine is noisy).
 func BenchmarkEd25519Floor(b *testing.B) {
 	pub, priv, _ := ed25519.GenerateKey(nil)
-	n := time.Now()
-	tok := sign(priv, map[string]any{"alg": "EdDSA", "kid": "k1", "typ": "JWT"}, map[string]any{
-		"sub": "user-1", "iat": n.Unix(), "exp": n.Add(time.Hour).Unix(), "iss": origin, "aud": origin,
-		"jti": "0123456789abcdef0123456789abcdef", "id": "user-1", "email": "user-1@example.com", "name": "Bench", "emailVerified": false})
+	tok := benchToken(priv, "user-1")
 	i := strings.LastIndexByte(tok, '.')
 	input := []byte(tok[:i])
 	sig, err := base64.RawURLEncoding.DecodeString(tok[i+1:])
@@ -159,10 +158,7 @@ func BenchmarkEd25519Floor(b *testing.B) {
 // ratio in the same run.
 func BenchmarkVerifyMissJWX(b *testing.B) {
 	pub, priv, _ := ed25519.GenerateKey(nil)
-	n := time.Now()
-	tok := sign(priv, map[string]any{"alg": "EdDSA", "kid": "k1", "typ": "JWT"}, map[string]any{
-		"sub": "user-1", "iat": n.Unix(), "exp": n.Add(time.Hour).Unix(), "iss": origin, "aud": origin,
-		"jti": "0123456789abcdef0123456789abcdef", "id": "user-1", "email": "user-1@example.com", "name": "Bench", "emailVerified": false})
+	tok := benchToken(priv, "user-1")
 	v := &referenceVerifier{keys: mapKeys{"k1": pub}, issuer: origin, audience: origin, leeway: 30 * time.Second, maxTTL: 30 * 24 * time.Hour, now: time.Now}
 	b.ReportAllocs()
 	for b.Loop() {

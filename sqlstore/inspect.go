@@ -14,6 +14,7 @@ import (
 
 	"github.com/jackc/pgx/v5/stdlib"
 
+	"github.com/authsidecar/authsidecar/internal/errlist"
 	"github.com/authsidecar/authsidecar/issuer"
 )
 
@@ -183,23 +184,7 @@ func InspectPostgres(ctx context.Context, o PostgresOptions) (Inspection, error)
 	if err := h.PingContext(ctx); err != nil {
 		return in, fmt.Errorf("connect to %s: %w", where, redactErr(err, o.URL))
 	}
-	return in, eachWith(where, redactErr(inspectSchema(ctx, h, postgresDialect, &in), o.URL))
-}
-
-// eachWith puts prefix before each error err joins: a caller printing
-// problems one a line keeps the context on every line.
-func eachWith(prefix string, err error) error {
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		var errs []error
-		for _, e := range j.Unwrap() {
-			errs = append(errs, eachWith(prefix, e))
-		}
-		return errors.Join(errs...)
-	}
-	if err == nil {
-		return nil
-	}
-	return fmt.Errorf("%s: %w", prefix, err)
+	return in, errlist.Prefix(where, redactErr(inspectSchema(ctx, h, postgresDialect, &in), o.URL))
 }
 
 // inspectSchema reads the schema version and, when the schema has them,

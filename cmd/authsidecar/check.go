@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/authsidecar/authsidecar/config"
+	"github.com/authsidecar/authsidecar/internal/errlist"
 	"github.com/authsidecar/authsidecar/issuer"
 	"github.com/authsidecar/authsidecar/jwks"
 	"github.com/authsidecar/authsidecar/sqlstore"
@@ -89,10 +90,10 @@ func checkDatabase(ctx context.Context, r *checkReport, cfg config.Config, geten
 			return in, false
 		}
 		in, err = sqlstore.InspectPostgres(ctx, sqlstore.PostgresOptions{URL: string(url.Bytes()), MaxConns: cfg.Database.MaxConns})
-		err = eachWith("database", err)
+		err = errlist.Prefix("database", err)
 	default:
 		in, err = sqlstore.InspectSQLite(ctx, cfg.Database.Path)
-		err = eachWith("database "+cfg.Database.Path, err)
+		err = errlist.Prefix("database "+cfg.Database.Path, err)
 	}
 	if err != nil {
 		r.fail(err)
@@ -111,22 +112,6 @@ func checkDatabase(ctx context.Context, r *checkReport, cfg config.Config, geten
 		r.ok("database %s (schema version %d, current)", in.Where, in.Version)
 	}
 	return in, true
-}
-
-// eachWith puts prefix before each error err joins, so every FAIL line
-// says what it is about.
-func eachWith(prefix string, err error) error {
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		var errs []error
-		for _, e := range j.Unwrap() {
-			errs = append(errs, eachWith(prefix, e))
-		}
-		return errors.Join(errs...)
-	}
-	if err == nil {
-		return nil
-	}
-	return fmt.Errorf("%s: %w", prefix, err)
 }
 
 // checkKeys decrypts the stored keys with the secret.

@@ -31,15 +31,15 @@ func TestMemoryBounded(t *testing.T) {
 	}
 	const (
 		mib         = 1 << 20
-		hashMiB     = 32   // scrypt N=16384, r=16: 128 x N x r bytes
-		concurrency = 2    // limits.password_hash_concurrency, set explicitly: the formula's N
-		budget      = 128  // MiB: a common sidecar container limit
-		slack       = 16   // MiB: what "back to idle" and the hash bound allow on top
+		hashMiB     = 32  // scrypt N=16384, r=16: 128 x N x r bytes
+		concurrency = 2   // limits.password_hash_concurrency, set explicitly: the formula's N
+		budget      = 128 // MiB: a common sidecar container limit
+		slack       = 16  // MiB: what "back to idle" and the hash bound allow on top
 		// connKiB is what one waiting sign-in's connection may add: its
 		// goroutine stack, bufio buffers and parsed request, with the
 		// collector's headroom. Measured 38-48 KiB on a loaded 2-core VM.
 		connKiB = 32
-		conns       = 1000 // keep-alive business connections
+		conns   = 1000 // keep-alive business connections
 	)
 	up := echoUpstream(t)
 	dir := t.TempDir()
