@@ -7,7 +7,7 @@ import (
 )
 
 // Vectors from a real Better Auth 1.7.25 run, recorded in
-// shared/reference/better-auth-wire.md (transcript 12 and Appendix B).
+// the observed Better Auth 1.7.25 wire behaviour, docs/protocol.md (transcript 12 and Appendix B).
 const (
 	baSecret       = "test-secret-0123456789abcdefghijklmnopqrstuvwxyzABCDEF"
 	baSessionToken = "zSTbU7L7Re4aDEQOuDvjysHfDRhYJ7Fe"

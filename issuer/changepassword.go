@@ -6,7 +6,7 @@ import (
 
 // changePassword replaces the password of the cookie session's user after
 // checking the current one; revokeOtherSessions signs out every other
-// session. Issued JWTs stay valid (contract §1).
+// session. Issued JWTs stay valid (docs/protocol.md).
 func (iss *Issuer) changePassword(w http.ResponseWriter, r *http.Request) *apiError {
 	f, apiErr := readFields(w, r, iss.bodyBytes, false)
 	if apiErr != nil {

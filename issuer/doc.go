@@ -3,7 +3,7 @@
 // change-password and the public key set at /api/auth/jwks.
 //
 // It is wire-compatible with Better Auth's email/password and JWT plugin
-// endpoints (see shared/reference/better-auth-wire.md), so Better Auth's
+// endpoints (as observed on a real Better Auth 1.7.25 server; docs/protocol.md), so Better Auth's
 // clients work unchanged, except where the contract differs: JWTs live
 // jwt_ttl (30 days by default) rather than 15 minutes, and POST get-session
 // issues a JWT too.

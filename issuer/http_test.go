@@ -118,7 +118,7 @@ func TestSignIn(t *testing.T) {
 		t.Fatalf("got %d %s, want 200", r.status, r.body)
 	}
 	if r.header.Get("Set-Auth-Jwt") != "" {
-		t.Error("sign-in carries set-auth-jwt: login must take two steps (contract §3)")
+		t.Error("sign-in carries set-auth-jwt: login must take two steps (docs/protocol.md)")
 	}
 	body := r.json(t)
 	if body["redirect"] != false || body["user"].(map[string]any)["id"] != user["id"] {
@@ -272,7 +272,7 @@ func TestTwoStepLogin(t *testing.T) {
 		}
 	})
 
-	// Sign-out: the session goes, the JWT stays valid (contract §1, §3).
+	// Sign-out: the session goes, the JWT stays valid (docs/protocol.md).
 	out := e.do(http.MethodPost, "/api/auth/sign-out", "application/json", "{}", "Cookie", cookie)
 	if out.status != http.StatusOK || string(out.body) != `{"success":true}` {
 		t.Fatalf("sign-out: got %d %s", out.status, out.body)

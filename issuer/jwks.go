@@ -11,7 +11,7 @@ type jwkJSON struct {
 	Alg string `json:"alg"`
 }
 
-// jwks publishes the usable public keys (contract §4).
+// jwks publishes the usable public keys (docs/protocol.md).
 func (iss *Issuer) jwks(w http.ResponseWriter, r *http.Request) *apiError {
 	keys, err := iss.keys.publicKeys(r.Context())
 	if err != nil {

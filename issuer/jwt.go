@@ -14,7 +14,7 @@ type jwtHeader struct {
 	Typ string `json:"typ"`
 }
 
-// jwtClaims answer only "who you are" (contract §1): the registered claims
+// jwtClaims answer only "who you are" (docs/protocol.md): the registered claims
 // plus a snapshot of the user. Never roles or tier.
 type jwtClaims struct {
 	Sub           string `json:"sub"`

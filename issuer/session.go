@@ -166,7 +166,7 @@ func (iss *Issuer) maybeExtend(ctx context.Context, w http.ResponseWriter, s Ses
 }
 
 // issueJWT signs a JWT for u with the current signing key. It reads the
-// key records (contract §3), which is how a key rotated by another process
+// key records (docs/protocol.md), which is how a key rotated by another process
 // is picked up without a restart.
 func (iss *Issuer) issueJWT(ctx context.Context, u User) (string, *apiError) {
 	key, err := iss.keys.signingKey(ctx)
@@ -202,7 +202,7 @@ func (iss *Issuer) token(w http.ResponseWriter, r *http.Request) *apiError {
 }
 
 // signOut deletes the session and expires the cookie. JWTs already issued
-// stay valid until they expire (contract §1: no immediate revocation).
+// stay valid until they expire (docs/protocol.md: no immediate revocation).
 func (iss *Issuer) signOut(w http.ResponseWriter, r *http.Request) *apiError {
 	if _, apiErr := readFields(w, r, iss.bodyBytes, false); apiErr != nil {
 		return apiErr

@@ -15,7 +15,7 @@ const timeUnit = time.Millisecond
 const shortSessionTTL = 24 * time.Hour
 
 // signIn checks email and password and starts a cookie session. It returns
-// no JWT: the client calls get-session next (contract §3).
+// no JWT: the client calls get-session next (docs/protocol.md).
 func (iss *Issuer) signIn(w http.ResponseWriter, r *http.Request) *apiError {
 	if ok, wait := iss.signInIP.allow(iss.clientIP(r)); !ok {
 		return tooMany(w, wait)

@@ -203,7 +203,7 @@ func TestAdminRoleCheck(t *testing.T) {
 	}
 }
 
-// TestJWTOutlivesSession: no immediate revocation (contract §1, §3).
+// TestJWTOutlivesSession: no immediate revocation (docs/protocol.md).
 func TestJWTOutlivesSession(t *testing.T) {
 	s := newStack(t)
 	cookie, _, jwt := s.user("eve@example.com")

@@ -272,7 +272,7 @@ func (p *Proxy) cookieOnly(w http.ResponseWriter, r *http.Request, info *Request
 }
 
 // admin checks the verified user's role: one query per request, never
-// cached, never read from the token (contract §5.11).
+// cached, never read from the token (docs/protocol.md).
 func (p *Proxy) admin(w http.ResponseWriter, r *http.Request, info *RequestInfo) bool {
 	ctx, cancel := context.WithTimeout(r.Context(), p.o.StoreTimeout)
 	defer cancel()

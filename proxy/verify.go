@@ -9,7 +9,7 @@ import (
 )
 
 // Claims is what a verified token tells the proxy: who, and until when.
-// Nothing else in a token is trusted (contract §2).
+// Nothing else in a token is trusted (docs/protocol.md).
 type Claims struct {
 	Subject string
 	Expires time.Time

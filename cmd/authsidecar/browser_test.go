@@ -298,7 +298,7 @@ limits: { signin_per_email: 100/m, signin_per_ip: 100/m, signup_per_ip: 100/m }
 
 		// Sign in again (the two-step login), then read set-auth-jwt
 		// directly: possible only because the sidecar exposes it to this
-		// origin (contract §5.7).
+		// origin (docs/protocol.md).
 		got := eval[struct {
 			SignInToken, Stored, HeaderSeen string
 			Status                          int

@@ -1,13 +1,13 @@
 // client-check.mjs drives authsidecar's /api/auth/* with Better Auth's own
 // browser client (better-auth/client + jwtClient) and checks every response
 // the way a web app depends on it. It was first run against real Better Auth
-// 1.7.25 (see shared/reference/better-auth-wire.md, section 13 and App. C).
+// 1.7.25 (as observed on a real server; docs/protocol.md, Better Auth compatibility).
 //
 // Environment:
 //   BASE_URL     server root, e.g. http://127.0.0.1:18080 (required)
 //   BASE_PATH    auth mount path (default /api/auth)
 //   COOKIE_NAME  session cookie name (default auth.session_token)
-//   EXPECT_TTL   JWT exp - iat in seconds (default 2592000 = 30 days, per CONTRACT.md)
+//   EXPECT_TTL   JWT exp - iat in seconds (default 2592000 = 30 days, per docs/protocol.md)
 //   EXPECT_ISS   JWT iss (default: origin of BASE_URL)
 //   EXPECT_AUD   JWT aud (default: origin of BASE_URL)
 //
