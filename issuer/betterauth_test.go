@@ -6,8 +6,7 @@ import (
 	"testing"
 )
 
-// Vectors from a real Better Auth 1.7.25 run, recorded in
-// the observed Better Auth 1.7.25 wire behaviour, docs/protocol.md (transcript 12 and Appendix B).
+// Vectors recorded from a real Better Auth 1.7.25 run.
 const (
 	baSecret       = "test-secret-0123456789abcdefghijklmnopqrstuvwxyzABCDEF"
 	baSessionToken = "zSTbU7L7Re4aDEQOuDvjysHfDRhYJ7Fe"
