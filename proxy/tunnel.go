@@ -438,17 +438,28 @@ func (f *wsFrames) headerLen() int {
 func (f *wsFrames) next(p []byte) (n int, ended bool, op byte) {
 	for n < len(p) {
 		if !f.inPayload {
-			k := copy(f.hdr[f.nhdr:f.headerLen()], p[n:])
-			f.nhdr += k
-			n += k
-			if f.nhdr < f.headerLen() {
-				continue // the length byte may have made the header longer
+			var h []byte
+			if f.nhdr == 0 && len(p)-n >= 14 {
+				// The whole header is in p (14 bytes is the longest):
+				// read it in place, the usual case.
+				h = p[n:]
+				f.hdr[0], f.hdr[1] = h[0], h[1]
+				f.nhdr = 2
+				n += f.headerLen()
+			} else {
+				k := copy(f.hdr[f.nhdr:f.headerLen()], p[n:])
+				f.nhdr += k
+				n += k
+				if f.nhdr < f.headerLen() {
+					continue // the length byte may have made the header longer
+				}
+				h = f.hdr[:]
 			}
-			switch l := f.hdr[1] & 0x7f; l {
+			switch l := h[1] & 0x7f; l {
 			case 126:
-				f.left = uint64(binary.BigEndian.Uint16(f.hdr[2:4]))
+				f.left = uint64(binary.BigEndian.Uint16(h[2:4]))
 			case 127:
-				f.left = binary.BigEndian.Uint64(f.hdr[2:10])
+				f.left = binary.BigEndian.Uint64(h[2:10])
 			default:
 				f.left = uint64(l)
 			}

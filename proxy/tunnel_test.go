@@ -58,7 +58,7 @@ type wsStack struct {
 	peers   chan *wsEnd // the upstream's side of each accepted WebSocket
 }
 
-func newWSStack(t *testing.T, leeway time.Duration) *wsStack {
+func newWSStack(t testing.TB, leeway time.Duration) *wsStack {
 	t.Helper()
 	discard := slog.New(slog.NewTextHandler(io.Discard, nil))
 	pub, priv, _ := ed25519.GenerateKey(nil)
@@ -109,7 +109,7 @@ func (s *wsStack) token(sub string, exp time.Time) string {
 
 // open makes a WebSocket through the proxy and returns the client's end
 // and the upstream's.
-func (s *wsStack) open(t *testing.T, target string, header ...string) (client, upstream *wsEnd) {
+func (s *wsStack) open(t testing.TB, target string, header ...string) (client, upstream *wsEnd) {
 	t.Helper()
 	code, conn, br, err := wstest.Dial(s.addr, target, header...)
 	if err != nil || code != http.StatusSwitchingProtocols {
@@ -463,5 +463,37 @@ func TestWebSocketShutdownStillCloses(t *testing.T) {
 	}
 	if n := s.closedCount(t); n != 0 {
 		t.Errorf("websocket_closed_total{reason=token_expired}: got %v, want 0", n)
+	}
+}
+
+// BenchmarkWebSocketTunnel: upstream-to-client throughput of 64 KiB
+// frames through a tunnel that follows the framing (opened with a token)
+// against the same proxy's passthrough tunnel, which is ReverseProxy's
+// plain copy: the ratio is the cost of ending tunnels with their token.
+func BenchmarkWebSocketTunnel(b *testing.B) {
+	frame := wstest.AppendFrame(nil, wstest.OpBinary, make([]byte, 64<<10), false)
+	for _, route := range []string{"passthrough", "token"} {
+		b.Run(route, func(b *testing.B) {
+			s := newWSStack(b, 0)
+			target := "/ws/browser"
+			if route == "token" {
+				target = "/ws/bench?token=" + s.token("bench", time.Now().Add(time.Hour))
+			}
+			client, up := s.open(b, target)
+			client.conn.SetDeadline(time.Time{})
+			up.conn.SetDeadline(time.Time{})
+			b.SetBytes(int64(len(frame)))
+			b.ResetTimer()
+			go func() {
+				for range b.N {
+					if _, err := up.conn.Write(frame); err != nil {
+						return
+					}
+				}
+			}()
+			if _, err := io.CopyN(io.Discard, client.br, int64(b.N)*int64(len(frame))); err != nil {
+				b.Fatal(err)
+			}
+		})
 	}
 }
