@@ -81,7 +81,8 @@ type Auth struct {
 	// session, so this is also the worst-case lifetime of a stolen token.
 	JWTTTL Duration `yaml:"jwt_ttl"`
 	// Leeway is the clock skew tolerated when checking exp, nbf and iat.
-	// Default 30s. Zero means no tolerance.
+	// Default 30s. Zero means no tolerance. A WebSocket tunnel opened with
+	// a JWT is closed at its exp plus Leeway.
 	Leeway Duration `yaml:"leeway"`
 	// SessionTTL is how long a cookie session lives without use. Default 168h
 	// (7 days).
@@ -166,7 +167,8 @@ type Routes struct {
 	Passthrough []string `yaml:"passthrough"`
 	// WebsocketPrefixes are path prefixes whose WebSocket upgrades carry the
 	// JWT in the "token" query parameter, because browsers cannot set headers
-	// on a WebSocket. Default ["/ws/"]. Empty: none.
+	// on a WebSocket. The tunnel is closed when the JWT expires (exp plus
+	// auth.leeway). Default ["/ws/"]. Empty: none.
 	WebsocketPrefixes []string `yaml:"websocket_prefixes"`
 	// Admin lists path prefixes that additionally require one of some roles,
 	// checked against the database once per request. Default

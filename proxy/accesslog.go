@@ -23,6 +23,10 @@ type AccessEntry struct {
 	RequestID string
 	UserID    string // "" when not authenticated
 	Reason    string // "" unless refused
+	// CloseReason is why the proxy closed a WebSocket tunnel itself
+	// (token_expired); "" otherwise. An upgrade's line is written when
+	// the tunnel ends, so Duration is the tunnel's life.
+	CloseReason string
 }
 
 // AccessLog receives one entry per request from Observe.
@@ -57,6 +61,9 @@ func (s slogAccess) LogRequest(ctx context.Context, e *AccessEntry) {
 	if e.Reason != "" {
 		r.AddAttrs(slog.String("reason", e.Reason))
 	}
+	if e.CloseReason != "" {
+		r.AddAttrs(slog.String("close_reason", e.CloseReason))
+	}
 	_ = s.log.Handler().Handle(ctx, r)
 }
 
@@ -81,7 +88,7 @@ var lineBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 512); return 
 func (j *jsonAccess) LogRequest(ctx context.Context, e *AccessEntry) {
 	if y := e.Time.Year(); y < 0 || y > 9999 ||
 		!plainJSON(e.Method) || !plainJSON(e.Path) || !plainJSON(e.Class) ||
-		!plainJSON(e.RequestID) || !plainJSON(e.UserID) || !plainJSON(e.Reason) {
+		!plainJSON(e.RequestID) || !plainJSON(e.UserID) || !plainJSON(e.Reason) || !plainJSON(e.CloseReason) {
 		j.fallback.LogRequest(ctx, e)
 		return
 	}
@@ -111,6 +118,11 @@ func (j *jsonAccess) LogRequest(ctx context.Context, e *AccessEntry) {
 	if e.Reason != "" {
 		b = append(b, `,"reason":"`...)
 		b = append(b, e.Reason...)
+		b = append(b, '"')
+	}
+	if e.CloseReason != "" {
+		b = append(b, `,"close_reason":"`...)
+		b = append(b, e.CloseReason...)
 		b = append(b, '"')
 	}
 	b = append(b, "}\n"...)

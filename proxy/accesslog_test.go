@@ -34,6 +34,10 @@ func TestJSONAccessLogMatchesSlog(t *testing.T) {
 	}{
 		{"business", base, false, false},
 		{"refused", with(func(e *proxy.AccessEntry) { e.UserID, e.Reason, e.Status = "", "expired", 401 }), false, false},
+		{"tunnel closed for expiry", with(func(e *proxy.AccessEntry) {
+			e.Method, e.Path, e.Class, e.Status, e.CloseReason = "GET", "/ws/chat", "websocket", 101, proxy.CloseReasonTokenExpired
+		}), false, false},
+		{"close reason needing escapes", with(func(e *proxy.AccessEntry) { e.CloseReason = "a\"b" }), false, true},
 		{"zero nanoseconds", with(func(e *proxy.AccessEntry) { e.Time = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC) }), false, false},
 		{"zone offset", with(func(e *proxy.AccessEntry) { e.Time = at.In(time.FixedZone("X", 5*3600+1800)) }), false, false},
 		{"html characters", with(func(e *proxy.AccessEntry) { e.Path = "/api/<a>&b" }), false, false},

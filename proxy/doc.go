@@ -8,4 +8,8 @@
 // query one. The few routes that need the database (the cookie-only route
 // and admin role checks) reach it only through the small SessionLookup and
 // RoleLookup interfaces declared here.
+//
+// A WebSocket tunnel opened with a JWT ends with it: at exp plus the
+// leeway both peers get a close frame 1008 between two frames, then both
+// connections are closed (tunnel.go).
 package proxy

@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -102,9 +103,18 @@ func (p *Proxy) setForwarded(pr *httputil.ProxyRequest) {
 }
 
 // modifyResponse removes the upstream's CORS headers on /api/*: the
-// sidecar owns CORS there, and two answers would confuse browsers.
+// sidecar owns CORS there, and two answers would confuse browsers. A
+// WebSocket tunnel's upstream side is wrapped so it ends with its token.
 func (p *Proxy) modifyResponse(res *http.Response) error {
-	if info := Info(res.Request.Context()); info != nil && p.router.api.match(info.path) {
+	info := Info(res.Request.Context())
+	if info != nil && info.tunnel != nil && res.StatusCode == http.StatusSwitchingProtocols {
+		// ReverseProxy copies between the hijacked client connection and
+		// this body; both now pass through the tunnel.
+		if rwc, ok := res.Body.(io.ReadWriteCloser); ok {
+			res.Body = info.tunnel.wrapUpstream(rwc)
+		}
+	}
+	if info != nil && p.router.api.match(info.path) {
 		for name := range res.Header {
 			if strings.HasPrefix(name, "Access-Control-") {
 				res.Header.Del(name)

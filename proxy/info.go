@@ -15,6 +15,19 @@ type RequestInfo struct {
 	token  bool     // a ?token= to strip before forwarding
 	bearer bool     // authenticated by the Authorization header
 	roles  []string // an admin route's roles
+	// tunnel, on a websocket-class upgrade, ends the tunnel with the token
+	// that opened it.
+	tunnel *wsTunnel
+}
+
+// CloseReason is why the proxy itself closed the request's WebSocket
+// tunnel (CloseReasonTokenExpired), or "" when the peers or a shutdown
+// ended it, or there was no tunnel. Read it once the handler has returned.
+func (i *RequestInfo) CloseReason() string {
+	if i.tunnel != nil && i.tunnel.expired.Load() {
+		return CloseReasonTokenExpired
+	}
+	return ""
 }
 
 type infoKey struct{}

@@ -26,6 +26,7 @@ type Metrics struct {
 	// CPUs contend for.
 	inflight  atomic.Int64
 	refreshes *prometheus.CounterVec
+	wsClosed  *prometheus.CounterVec
 }
 
 // NewMetrics creates the metrics and registers them with reg.
@@ -47,8 +48,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		refreshes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "authsidecar_keyset_refreshes_total", Help: "Key set refreshes by trigger (boot, max_age, unknown_kid, issuer, retry) and result (ok, error, skipped_cooldown).",
 		}, []string{"trigger", "result"}),
+		wsClosed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "authsidecar_websocket_closed_total", Help: "WebSocket tunnels the sidecar closed itself, by reason (token_expired: the token that opened it reached exp + auth.leeway).",
+		}, []string{"reason"}),
 	}
-	reg.MustRegister(m.requests, m.duration, m.failures, m.upstreamErrors, m.refreshes,
+	// Present at 0 from the start, so an alert on its rate needs no
+	// special case for "never happened".
+	m.wsClosed.WithLabelValues(CloseReasonTokenExpired)
+	reg.MustRegister(m.requests, m.duration, m.failures, m.upstreamErrors, m.refreshes, m.wsClosed,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "authsidecar_inflight_requests", Help: "Requests being served now.",
 		}, func() float64 { return float64(m.inflight.Load()) }))
@@ -96,6 +103,12 @@ func RegisterKeyCache(reg prometheus.Registerer, kc *KeyCache) {
 			Name: "authsidecar_keys_loaded", Help: "Public keys held in memory for verification.",
 		}, func() float64 { return float64(kc.Len()) }),
 	)
+}
+
+func (m *Metrics) tunnelClosed(reason string) {
+	if m != nil {
+		m.wsClosed.WithLabelValues(reason).Inc()
+	}
 }
 
 func (m *Metrics) upstreamError(kind string) {

@@ -137,6 +137,7 @@ func Observe(m *Metrics, access AccessLog) Middleware {
 			st.entry = AccessEntry{
 				Time: end, Method: r.Method, Path: path, Class: class, Status: status,
 				Duration: elapsed, Bytes: st.sw.bytes, RequestID: id, UserID: info.UserID, Reason: info.Reason,
+				CloseReason: info.CloseReason(),
 			}
 			access.LogRequest(r.Context(), &st.entry)
 		})

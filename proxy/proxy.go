@@ -79,7 +79,12 @@ type Options struct {
 	// AllowedHosts are the Host header values accepted (an entry without a
 	// port admits any port). Zero: any host.
 	AllowedHosts []string
-	// Metrics, when set, counts upstream errors. Zero: not counted.
+	// Leeway is the verifier's clock skew on exp (auth.leeway): a
+	// WebSocket tunnel opened with a token is closed at the token's exp
+	// plus Leeway, when the verifier would start refusing it. Zero: at exp.
+	Leeway time.Duration
+	// Metrics, when set, counts upstream errors and tunnels closed for
+	// expiry. Zero: not counted.
 	Metrics *Metrics
 	// Logger; zero: slog.Default().
 	Logger *slog.Logger
@@ -198,6 +203,13 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if !p.webSocket(w, r, info) {
 			return
 		}
+		if t := info.tunnel; t != nil {
+			p.rp.ServeHTTP(t.writer(w), r)
+			if reason := info.CloseReason(); reason != "" {
+				p.o.Metrics.tunnelClosed(reason)
+			}
+			return
+		}
 	case ClassAdmin:
 		if !p.bearer(w, r, info) || !p.admin(w, r, info) {
 			return
@@ -228,6 +240,11 @@ func (p *Proxy) verify(w http.ResponseWriter, r *http.Request, info *RequestInfo
 		return false
 	}
 	info.UserID = claims.Subject
+	if info.Class == ClassWebSocket && hasUpgrade(r) {
+		// A zero Expires (a Verifier that did not say) closes the tunnel
+		// at once: no known end is no licence to stay open.
+		info.tunnel = newWSTunnel(claims.Expires.Add(p.o.Leeway))
+	}
 	return true
 }
 

@@ -12,6 +12,8 @@ import (
 // Nothing else in a token is trusted (docs/protocol.md).
 type Claims struct {
 	Subject string
+	// Expires is exp. A WebSocket tunnel the token opens is closed at
+	// Expires plus the leeway; zero closes it at once.
 	Expires time.Time
 	// NotBefore is the later of nbf and iat: before it (less the leeway)
 	// the token is not yet valid.

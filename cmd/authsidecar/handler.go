@@ -168,6 +168,7 @@ func buildStack(ctx context.Context, cfg config.Config, secret config.Secret, db
 		AllowedHosts:          cfg.Proxy.AllowedHosts,
 		StripHeaders:          cfg.Proxy.StripHeaders,
 		ForwardAuthorization:  cfg.Proxy.ForwardAuthorization,
+		Leeway:                cfg.Auth.Leeway.D(),
 		Metrics:               metrics,
 		Logger:                log,
 	})

@@ -82,6 +82,7 @@ func TestMetricsGolden(t *testing.T) {
 		"authsidecar_signins_total", "authsidecar_signups_total", "authsidecar_jwts_issued_total",
 		"authsidecar_keyset_refreshes_total", "authsidecar_keyset_usable", "authsidecar_keys_loaded", "authsidecar_inflight_requests",
 		"authsidecar_token_cache_hits_total", "authsidecar_token_cache_misses_total", "authsidecar_token_cache_entries",
+		"authsidecar_websocket_closed_total",
 	}
 	golden := filepath.Join("testdata", "metrics.golden")
 	if *update {
