@@ -108,6 +108,35 @@ func BenchmarkProxyHot(b *testing.B) {
 	}
 }
 
+// BenchmarkProxyCold is BenchmarkProxyHot (access log on) with a token
+// the cache has not seen on every request: the cold path of scenario c.
+// Compare it with BenchmarkEd25519Floor plus BenchmarkProxyHot.
+func BenchmarkProxyCold(b *testing.B) {
+	v, mint := benchVerifier(b, 100000)
+	up, _ := url.Parse("http://upstream.invalid")
+	log := slog.New(slog.NewJSONHandler(io.Discard, nil))
+	p, err := proxy.New(proxy.Options{Upstream: up, Auth: http.NotFoundHandler(), Verifier: v, Transport: nopTransport{}, Logger: log,
+		WebSocketPrefixes: []string{"/ws/"}, Admin: []proxy.AdminRoute{{Prefix: "/api/admin/", Roles: []string{"admin"}}}, Roles: noRoles{}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	h := proxy.Chain(p, proxy.Recover(log), proxy.RequestID(), proxy.Observe(nil, proxy.JSONAccessLog(io.Discard, log)))
+	reqs := make([]*http.Request, b.N)
+	for i := range reqs {
+		reqs[i] = httptest.NewRequest("GET", "/api/tasks", nil)
+		reqs[i].Header.Set("Authorization", "Bearer "+mint(fmt.Sprintf("user-%d", i)))
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, reqs[i])
+		if w.Code != 200 {
+			b.Fatalf("got %d %s", w.Code, w.Body)
+		}
+	}
+}
+
 type noRoles struct{}
 
 func (noRoles) HasAnyRole(context.Context, string, []string) (bool, error) { return false, nil }
