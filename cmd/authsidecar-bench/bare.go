@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httputil"
-	"net/url"
 	"sync"
 	"time"
 )
@@ -21,37 +20,56 @@ import (
 func runBare(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("bare", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	listen := fs.String("listen", "127.0.0.1:0", "address to listen on (127.0.0.1 only)")
-	target := fs.String("upstream", "", "upstream URL, http://127.0.0.1:PORT")
-	idle := fs.Int("idle", 1024, "idle upstream connections kept (per host)")
-	pool := fs.Bool("buffer-pool", true, "recycle the 32 KiB copy buffers (ReverseProxy.BufferPool) instead of allocating one per response")
+	pf := addProxyFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	u, err := url.Parse(*target)
-	if err != nil || u.Scheme != "http" {
-		return fmt.Errorf("%w: -upstream %q: want http://127.0.0.1:PORT", errUsage, *target)
+	rp, err := pf.proxy(stderr, "bare")
+	if err != nil {
+		return err
 	}
-	if err := loopbackAddr(u.Host); err != nil {
-		return fmt.Errorf("%w: -upstream %w", errUsage, err)
+	return serveUntil(ctx, *pf.listen, rp, stdout, stderr)
+}
+
+// proxyFlags are the flags of the bare and floor modes, which proxy alike.
+type proxyFlags struct {
+	listen, upstream *string
+	idle             *int
+	pool             *bool
+}
+
+func addProxyFlags(fs *flag.FlagSet) proxyFlags {
+	return proxyFlags{
+		listen:   fs.String("listen", "127.0.0.1:0", "address to listen on (127.0.0.1 only)"),
+		upstream: fs.String("upstream", "", "upstream URL, http://127.0.0.1:PORT"),
+		idle:     fs.Int("idle", 1024, "idle upstream connections kept (per host)"),
+		pool:     fs.Bool("buffer-pool", true, "recycle the 32 KiB copy buffers (ReverseProxy.BufferPool) instead of allocating one per response"),
+	}
+}
+
+// proxy is the baseline's proxy to -upstream; name prefixes its error log.
+func (pf proxyFlags) proxy(stderr io.Writer, name string) (*httputil.ReverseProxy, error) {
+	u, err := loopbackURL(*pf.upstream)
+	if err != nil {
+		return nil, fmt.Errorf("%w: -upstream %w", errUsage, err)
 	}
 	rp := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) { pr.SetURL(u) },
 		Transport: &http.Transport{
 			Proxy:                 nil,
 			DialContext:           (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-			MaxIdleConns:          *idle,
-			MaxIdleConnsPerHost:   *idle,
+			MaxIdleConns:          *pf.idle,
+			MaxIdleConnsPerHost:   *pf.idle,
 			IdleConnTimeout:       90 * time.Second,
 			ResponseHeaderTimeout: 60 * time.Second,
 			DisableCompression:    true,
 		},
-		ErrorLog: log.New(stderr, "bare: ", log.LstdFlags),
+		ErrorLog: log.New(stderr, name+": ", log.LstdFlags),
 	}
-	if *pool {
+	if *pf.pool {
 		rp.BufferPool = &bufferPool{}
 	}
-	return serveUntil(ctx, *listen, rp, stdout, stderr)
+	return rp, nil
 }
 
 // bufferPool is the httputil.BufferPool any tuned proxy uses: without it

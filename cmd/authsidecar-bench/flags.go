@@ -28,7 +28,7 @@ type benchOptions struct {
 	Keep        bool          // keep the temporary directory (logs, config)
 	Timeout     time.Duration // hard limit on the whole run
 	Smoke       bool
-	BarePool    bool // the bare proxy recycles its copy buffers
+	BarePool    bool // the bare proxy and the floor recycle their copy buffers
 }
 
 func parseBenchFlags(args []string, stderr io.Writer) (benchOptions, error) {
@@ -37,7 +37,7 @@ func parseBenchFlags(args []string, stderr io.Writer) (benchOptions, error) {
 	fs := flag.NewFlagSet("authsidecar-bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.DurationVar(&o.Duration, "duration", 600*time.Millisecond, "measured time per run of scenarios a, a-nolog and a-verifier (b and c run 0.75x of it, d, e, f, e-pg and f-pg 0.5x)")
-	fs.IntVar(&o.Runs, "runs", 21, "interleaved runs per target (bare, sidecar, bare, sidecar, ...); the median is reported, and the median of the pairs' ratios")
+	fs.IntVar(&o.Runs, "runs", 21, "interleaved runs per target (bare, sidecar, bare, sidecar, ...; in c bare, floor, sidecar, ...); the median is reported, and the median of the pairs' ratios")
 	fs.IntVar(&o.Connections, "connections", 32, "concurrent keep-alive connections")
 	fs.IntVar(&o.Users, "users", 100, "users signed up (scrypt-bound: ~20/s on a 2-core VM), or signed in on a seeded -db; as many are signed up on PostgreSQL for e-pg and f-pg")
 	fs.IntVar(&o.Tokens, "tokens", 300, "distinct JWTs used by scenarios a, a-nolog, a-verifier, b, d (get-session, round-robin over the users)")
@@ -50,7 +50,7 @@ func parseBenchFlags(args []string, stderr io.Writer) (benchOptions, error) {
 	fs.StringVar(&o.DatabaseURL, "database-url", os.Getenv(envDatabaseURL), "PostgreSQL server for e-pg and f-pg, postgres://user:password@host:5432/db, as a user allowed to CREATE DATABASE: the benchmark creates a database of its own there and drops it at the end (default $"+envDatabaseURL+"; empty: a throwaway cluster from Debian's binaries)")
 	fs.BoolVar(&o.Keep, "keep", false, "keep the temporary directory (sidecar logs, config) and print its path")
 	fs.DurationVar(&o.Timeout, "timeout", 10*time.Minute, "hard limit on the whole run")
-	fs.BoolVar(&o.BarePool, "bare-buffer-pool", true, "give the bare proxy a ReverseProxy.BufferPool, as the sidecar has (false: stdlib defaults)")
+	fs.BoolVar(&o.BarePool, "bare-buffer-pool", true, "give the bare proxy and the floor a ReverseProxy.BufferPool, as the sidecar has (false: stdlib defaults)")
 	fs.BoolVar(&o.Smoke, "smoke", false, "a quick check that everything works (~2 s of load, ~10 s in all): 1 run of 150ms per target, 4 connections, 6 users, 12 JWTs; PostgreSQL scenarios included when there is a PostgreSQL")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: authsidecar-bench [flags]\n       authsidecar-bench seed -users N -db PATH\n\nflags:\n")

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"time"
 )
@@ -22,6 +23,18 @@ func loopbackAddr(addr string) error {
 		return fmt.Errorf("%q: only 127.0.0.1 is allowed", addr)
 	}
 	return nil
+}
+
+// loopbackURL parses raw, which must be an http URL on 127.0.0.1.
+func loopbackURL(raw string) (*url.URL, error) {
+	u, err := url.Parse(raw)
+	if err != nil || u.Scheme != "http" {
+		return nil, fmt.Errorf("%q: want http://127.0.0.1:PORT", raw)
+	}
+	if err := loopbackAddr(u.Host); err != nil {
+		return nil, err
+	}
+	return u, nil
 }
 
 // freePort returns a port on 127.0.0.1 that was free a moment ago, for

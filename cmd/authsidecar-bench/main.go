@@ -6,7 +6,7 @@
 // "authsidecar serve" on a temporary database, signs up users, fetches real
 // JWTs, then drives keep-alive load against the bare proxy and the sidecar
 // in turn (A B A B ...) and prints one markdown table: medians per scenario
-// and the sidecar/bare ratio of each. Besides full-mode sidecars on SQLite
+// and the sidecar/bare ratio of each (and, for c, sidecar/floor). Besides full-mode sidecars on SQLite
 // it measures a verifier-mode sidecar (keys from a full sidecar's JWKS) and
 // full sidecars on PostgreSQL (a throwaway cluster, or -database-url).
 //
@@ -15,8 +15,9 @@
 //	go run ./cmd/authsidecar-bench [-duration 4s] [-runs 3] [-connections 32] [-scenarios a,b,...] [-smoke] [-json FILE] [-db PATH] [-database-url URL]
 //	go run ./cmd/authsidecar-bench seed -users N -db PATH
 //
-// "upstream" and "bare" are hidden modes: the benchmark runs its own
-// binary in them as the upstream and the baseline proxy.
+// "upstream", "bare" and "floor" are hidden modes: the benchmark runs its
+// own binary in them as the upstream, the baseline proxy, and the baseline
+// plus one Ed25519 verification per request (scenario c's floor).
 package main
 
 import (
@@ -62,6 +63,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return runUpstream(ctx, args[1:], stdout, stderr)
 		case "bare":
 			return runBare(ctx, args[1:], stdout, stderr)
+		case "floor":
+			return runFloor(ctx, args[1:], stdout, stderr)
 		case "seed":
 			return runSeed(ctx, args[1:], stdout, stderr)
 		}

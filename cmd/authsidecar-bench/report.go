@@ -65,8 +65,9 @@ type summary struct {
 	FirstError    string            `json:"first_error,omitempty"`
 }
 
-// ratios are sidecar/bare: the median over the runs of each sidecar run
-// against the bare run before it.
+// ratios are sidecar/bare (or sidecar/floor, floor/bare): the median over
+// the rounds of each sidecar run against the baseline's run of the same
+// round, a moment before it.
 type ratios struct {
 	RPS     float64 `json:"rps"`
 	P50     float64 `json:"p50"`
@@ -78,17 +79,22 @@ type ratios struct {
 }
 
 type scenarioReport struct {
-	Key         string     `json:"key"`
-	Label       string     `json:"label"`
-	Baseline    bool       `json:"baseline"` // false: absolute numbers, no bare run
-	Seconds     float64    `json:"seconds_per_run"`
-	Connections int        `json:"connections"`
-	PoolSize    int        `json:"token_pool,omitempty"`
-	Bare        *summary   `json:"bare,omitempty"`
-	Sidecar     summary    `json:"sidecar"`
-	Ratio       *ratios    `json:"ratio,omitempty"`
-	Runs        []runStats `json:"runs"`
-	Notes       []string   `json:"notes,omitempty"`
+	Key         string   `json:"key"`
+	Label       string   `json:"label"`
+	Baseline    bool     `json:"baseline"` // false: absolute numbers, no bare run
+	Seconds     float64  `json:"seconds_per_run"`
+	Connections int      `json:"connections"`
+	PoolSize    int      `json:"token_pool,omitempty"`
+	Bare        *summary `json:"bare,omitempty"`
+	// Floor is the bare proxy plus one ed25519.Verify per request (c
+	// only): the least any JWT verifier pays for a token it has not seen.
+	Floor         *summary   `json:"floor,omitempty"`
+	Sidecar       summary    `json:"sidecar"`
+	Ratio         *ratios    `json:"ratio,omitempty"`            // sidecar/bare
+	FloorRatio    *ratios    `json:"ratio_floor,omitempty"`      // sidecar/floor
+	FloorOverBare *ratios    `json:"ratio_floor_bare,omitempty"` // floor/bare: what the verification alone costs
+	Runs          []runStats `json:"runs"`
+	Notes         []string   `json:"notes,omitempty"`
 	// DBCPU: the runs measured the PostgreSQL server's CPU (the
 	// benchmark started it).
 	DBCPU bool `json:"db_cpu_measured,omitempty"`
@@ -136,40 +142,51 @@ func ratio(a, b float64) float64 {
 }
 
 func (sr *scenarioReport) summarize() {
-	var bare, sc []runStats
+	var bare, floor, sc []runStats
 	for _, r := range sr.Runs {
-		if r.Target == "bare" {
+		switch r.Target {
+		case "bare":
 			bare = append(bare, r)
-		} else {
+		case "floor":
+			floor = append(floor, r)
+		default:
 			sc = append(sc, r)
 		}
 	}
 	sr.Sidecar = summarize(sc)
-	if len(bare) == 0 {
-		return
+	sr.Bare, sr.Ratio = against(sc, bare)
+	sr.Floor, sr.FloorRatio = against(sc, floor)
+	if len(floor) > 0 {
+		_, sr.FloorOverBare = against(floor, bare)
 	}
-	b := summarize(bare)
-	sr.Bare = &b
-	s := sr.Sidecar
-	if len(bare) != len(sc) { // a run failed part-way: no pairs, ratio of medians
-		sr.Ratio = &ratios{
+}
+
+// against summarizes base, a baseline's runs, and returns the ratios of
+// runs to it; nil, nil when base has no runs.
+func against(runs, base []runStats) (*summary, *ratios) {
+	if len(base) == 0 {
+		return nil, nil
+	}
+	b, s := summarize(base), summarize(runs)
+	if len(base) != len(runs) { // a run failed part-way: no pairs, ratio of medians
+		return &b, &ratios{
 			RPS: ratio(s.RPS, b.RPS), P50: ratio(s.P50us, b.P50us), P90: ratio(s.P90us, b.P90us), P99: ratio(s.P99us, b.P99us),
 			CPU: ratio(s.CPUusPerReq, b.CPUusPerReq), RSS: ratio(s.RSSMiB, b.RSSMiB), PeakRSS: ratio(s.PeakMiB, b.PeakMiB),
 		}
-		return
 	}
-	// Each sidecar run is compared with the bare run just before it, and
-	// the median of those ratios is reported: this VM's speed drifts by
-	// 10-20% within a minute, which a ratio of two medians taken over the
-	// whole scenario carries straight into the result, and a pair does not.
+	// Each run is compared with the baseline's run of the same round, a
+	// moment before it, and the median of those ratios is reported: this
+	// VM's speed drifts by 10-20% within a minute, which a ratio of two
+	// medians taken over the whole scenario carries straight into the
+	// result, and a pair does not.
 	paired := func(f func(runStats) float64) float64 {
-		xs := make([]float64, len(sc))
-		for i := range sc {
-			xs[i] = ratio(f(sc[i]), f(bare[i]))
+		xs := make([]float64, len(runs))
+		for i := range runs {
+			xs[i] = ratio(f(runs[i]), f(base[i]))
 		}
 		return median(xs)
 	}
-	sr.Ratio = &ratios{
+	return &b, &ratios{
 		RPS:     paired(func(r runStats) float64 { return r.RPS }),
 		P50:     paired(func(r runStats) float64 { return r.P50us }),
 		P90:     paired(func(r runStats) float64 { return r.P90us }),
@@ -241,6 +258,10 @@ func (r *report) finish(total time.Duration) {
 		if s.Key != string(scenSignIn) && s.Key != string(scenMix) && s.Key != string(scenSignInPG) {
 			maxRSS = math.Max(maxRSS, s.Sidecar.RSSMiB)
 		}
+	}
+	if c := r.scenario(scenNewToken); c != nil && c.FloorRatio != nil && c.Ratio != nil && c.FloorOverBare != nil {
+		r.Notes = append(r.Notes, fmt.Sprintf("goal for c (issue 14, a new token every request): req/s ratio to the floor %.2f (want >= 0.90: %s), to bare %.2f; p99 ratio to the floor %.2f, to bare %.2f; the floor itself: req/s %.2f of bare, CPU µs/req %.2fx",
+			c.FloorRatio.RPS, met(c.FloorRatio.RPS >= 0.9), c.Ratio.RPS, c.FloorRatio.P99, c.Ratio.P99, c.FloorOverBare.RPS, c.FloorOverBare.CPU))
 	}
 	if v := r.scenario(scenVerifier); v != nil && v.Ratio != nil {
 		n := fmt.Sprintf("a-verifier (verifier mode, the same hot path as a): req/s ratio %.2f, p99 ratio %.2f, CPU µs/req ratio %.2f, steady RSS %.1f MiB",
@@ -343,6 +364,9 @@ func (r *report) markdown() string {
 	}
 	fmt.Fprintf(&b, "Settings: %d keep-alive connections; %d interleaved run(s) per target (bare, sidecar, bare, ...), medians shown, sidecar/bare is the median of each pair's ratio; per run: %s; %d users, %d JWTs; %s; sidecar with production defaults (JSON access log at info, metrics on), rate limits off, a fresh sidecar process per scenario",
 		st.Connections, st.Runs, strings.Join(lengths, ", "), st.Users, st.Tokens, st.Database)
+	if slices.ContainsFunc(r.Scenarios, func(s scenarioReport) bool { return s.Floor != nil }) {
+		b.WriteString("; c also against the floor, the bare proxy plus one crypto/ed25519.Verify of the Bearer token's signature per request (no other check, no cache), interleaved bare, floor, sidecar, bare, ..., sidecar/floor the median of each round's ratio")
+	}
 	if st.Postgres != "" {
 		b.WriteString("; e-pg, f-pg: " + st.Postgres)
 	}
@@ -365,10 +389,18 @@ func (r *report) markdown() string {
 			continue
 		}
 		row(s.Label, "bare", *s.Bare)
+		if s.Floor != nil {
+			row("", "floor", *s.Floor)
+		}
 		row("", "sidecar", s.Sidecar)
-		x := s.Ratio
-		fmt.Fprintf(&b, "| | **sidecar/bare** | **%s** | %s | %s | **%s** | | %s | %s | %s |\n",
-			fmtRatio(x.RPS), fmtRatio(x.P50), fmtRatio(x.P90), fmtRatio(x.P99), fmtRatio(x.CPU), fmtRatio(x.RSS), fmtRatio(x.PeakRSS))
+		ratioRow := func(name string, x *ratios) {
+			fmt.Fprintf(&b, "| | **%s** | **%s** | %s | %s | **%s** | | %s | %s | %s |\n", name,
+				fmtRatio(x.RPS), fmtRatio(x.P50), fmtRatio(x.P90), fmtRatio(x.P99), fmtRatio(x.CPU), fmtRatio(x.RSS), fmtRatio(x.PeakRSS))
+		}
+		ratioRow("sidecar/bare", s.Ratio)
+		if s.FloorRatio != nil {
+			ratioRow("sidecar/floor", s.FloorRatio)
+		}
 	}
 	b.WriteString("\n")
 	var notes []string
@@ -380,7 +412,7 @@ func (r *report) markdown() string {
 		for _, e := range []struct {
 			tgt string
 			s   *summary
-		}{{"bare", s.Bare}, {"sidecar", &s.Sidecar}} {
+		}{{"bare", s.Bare}, {"floor", s.Floor}, {"sidecar", &s.Sidecar}} {
 			if e.s == nil || e.s.Errors == 0 {
 				continue
 			}

@@ -25,12 +25,15 @@ const (
 
 // scenarioDef is a scenario's fixed description.
 type scenarioDef struct {
-	key      scenarioKey
-	label    string  // table row
-	weight   float64 // its run length as a fraction of -duration
-	bare     bool    // measured against the bare proxy too
-	tunnel   bool    // every request a new connection
-	maxConns int     // cap on -connections (0: none)
+	key    scenarioKey
+	label  string  // table row
+	weight float64 // its run length as a fraction of -duration
+	bare   bool    // measured against the bare proxy too
+	// floor: measured against the floor too, the bare proxy plus one
+	// ed25519.Verify per request (floor.go); with bare.
+	floor    bool
+	tunnel   bool // every request a new connection
+	maxConns int  // cap on -connections (0: none)
 	// requests names the scenario whose request stream it sends ("": its
 	// own): a-verifier sends a's, e-pg e's, f-pg f's.
 	requests scenarioKey
@@ -65,7 +68,7 @@ var scenarioDefs = []scenarioDef{
 	{key: scenVerifier, label: "a-verifier: business GET, verifier mode (keys from a full sidecar's JWKS, no database)", weight: 1, bare: true,
 		requests: scenBusiness, verifier: true},
 	{key: scenMix, label: "b: contract mix (95% business, 4.9% get-session, 0.1% sign-in)", weight: 0.75, bare: true},
-	{key: scenNewToken, label: "c: business GET, a new JWT every request", weight: 0.75, bare: true},
+	{key: scenNewToken, label: "c: business GET, a new JWT every request", weight: 0.75, bare: true, floor: true},
 	{key: scenWebSocket, label: "d: WebSocket handshake, ?token=", weight: 0.5, bare: true, tunnel: true},
 	{key: scenSession, label: "e: get-session alone (no baseline)", weight: 0.5},
 	{key: scenSignIn, label: "f: sign-in alone, scrypt (no baseline)", weight: 0.5, maxConns: signInConns},
@@ -146,8 +149,8 @@ func (p *tokenPool) reused() uint64 {
 }
 
 // generatorFor returns the request stream of scenario k for a target
-// whose address is host. sidecar is false for the bare proxy, which gets
-// byte-for-byte the same requests except where noted.
+// whose address is host. sidecar is false for the bare proxy and the
+// floor, which get byte-for-byte the same requests except where noted.
 func (f *fixtures) generatorFor(k scenarioKey, host string, sidecar bool) generator {
 	business := func(w *worker) kind {
 		w.req = appendBusiness(w.req, host, f.jwts[w.intn(len(f.jwts))])
@@ -177,8 +180,9 @@ func (f *fixtures) generatorFor(k scenarioKey, host string, sidecar bool) genera
 		}
 	case scenNewToken:
 		if !sidecar {
-			// The bare proxy verifies nothing: the same sizes of token,
-			// without using up the pool.
+			// The bare proxy verifies nothing, and the floor caches
+			// nothing (a token sent before costs it a full verification
+			// again): the same sizes of token, without using up the pool.
 			return func(w *worker) kind {
 				t := f.pool.tokens[w.intn(len(f.pool.tokens))]
 				w.req = appendBusiness(w.req, host, t)
