@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bytes"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -22,6 +23,21 @@ import (
 // "no expiry"; here such a token is expired.
 
 var strictB64 = base64.RawURLEncoding.Strict()
+
+// compactByte is 0 for a byte that cannot appear in a compact JWS, '.' for
+// the separator and 1 for the base64url alphabet: one load a byte instead
+// of five comparisons, on every token the cache has not seen.
+var compactByte = func() (t [256]byte) {
+	for c := range 256 {
+		switch {
+		case c == '.':
+			t[c] = '.'
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '-', c == '_':
+			t[c] = 1
+		}
+	}
+	return t
+}()
 
 // compactToken is a token that passed precheck.
 type compactToken struct {
@@ -46,14 +62,17 @@ type rawClaims struct {
 }
 
 // Header members that would let the token choose its own key (jku, jwk,
-// x5u, x5c) or demand extensions (crit, b64) are refused outright.
-var refusedHeader = [...]string{"jku", "jwk", "x5u", "x5c", "crit", "b64"}
-
-// Header members we read. A name that is one of these (or of the refused
-// ones) in another case is refused: encoding/json, which read the header
+// x5u, x5c) or demand extensions (crit, b64) are refused outright; alg,
+// kid, typ, cty, x5t and x5t#S256 are read. A name that is one of these in
+// another case is refused too: encoding/json, which read the header
 // before, matched names without regard to case, and jwx did not, so such a
 // name meant one thing to one reader and another to the next.
-var knownHeader = [...]string{"alg", "kid", "typ", "cty", "x5t", "x5t#S256"}
+var headerFolds = func() (names [][]byte) {
+	for _, n := range []string{"jku", "jwk", "x5u", "x5c", "crit", "b64", "alg", "kid", "typ", "cty", "x5t", "x5t#S256"} {
+		names = append(names, []byte(n))
+	}
+	return names
+}()
 
 // precheck accepts only compact serialization: at most maxTokenLen bytes
 // of base64url in exactly three non-empty parts, canonically encoded,
@@ -67,13 +86,11 @@ func precheck(token string) (compactToken, error) {
 	}
 	parts := 0
 	for i := 0; i < len(token); i++ {
-		c := token[i]
-		switch {
-		case c == '.':
-			parts++
-		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '-', c == '_':
-		default:
+		switch compactByte[token[i]] {
+		case 0:
 			return t, authErr(ReasonMalformed, errors.New("token is not base64url compact serialization"))
+		case '.':
+			parts++
 		}
 	}
 	if parts != 2 {
@@ -113,17 +130,9 @@ func precheck(token string) (compactToken, error) {
 func (t *compactToken) header(raw []byte) error {
 	var alg string
 	err := strictjson.Members(raw, func(name, value []byte) error {
-		for _, r := range refusedHeader {
-			if strings.EqualFold(string(name), r) {
-				return errors.New("header carries jku, jwk, x5u, x5c, crit or b64")
-			}
-		}
-		for _, k := range knownHeader {
-			if string(name) != k && strings.EqualFold(string(name), k) {
-				return fmt.Errorf("header member %q is %q in another case", name, k)
-			}
-		}
 		switch string(name) {
+		case "jku", "jwk", "x5u", "x5c", "crit", "b64":
+			return errors.New("header carries jku, jwk, x5u, x5c, crit or b64")
 		case "alg":
 			if s, ok := strictjson.String(value); ok {
 				alg = string(s)
@@ -147,6 +156,11 @@ func (t *compactToken) header(raw []byte) error {
 				t.headerErr = fmt.Errorf("header %s is not a string", name)
 			}
 		default:
+			for _, k := range headerFolds {
+				if bytes.EqualFold(name, k) {
+					return fmt.Errorf("header member %q is %q in another case", name, k)
+				}
+			}
 			if !numbersFitFloat64(value) && t.headerErr == nil {
 				t.headerErr = fmt.Errorf("header %s holds a number beyond float64", name)
 			}

@@ -96,6 +96,26 @@ var agreeSeeds = []string{
 	`[{"a":1,"a":1}]`, `"plain"`, `12`, `null`, `{"a":1}x`, `{"a":`, ``, `{"\\":1,"\\\\":2,"\\":3}`,
 	`{"k1":1,"k2":2,"k3":3,"k4":4,"k5":5,"k6":6,"k7":7,"k8":8,"k9":9,"k10":10,"k11":11,"k12":12,"k13":13,"k14":14,"k15":15,"k16":16,"k17":17,"k18":18,"k1":19}`,
 	`{"k1":1,"k2":2,"k3":3,"k4":4,"k5":5,"k6":6,"k7":7,"k8":8,"k9":9,"k10":10,"k11":11,"k12":12,"k13":13,"k14":14,"k15":15,"k16":16,"k17":17,"k18":18,"k19":19}`,
+	// The walk validates: numbers, literals, escapes, control bytes,
+	// separators, and the nesting limit json.Valid has.
+	`01`, `-`, `-0.`, `1.e5`, `1e`, `1e+`, `.5`, `+1`, `1.5E-07`, `-0`, `tru`, `nul`, `truex`, `[1 2]`, `[1,]`, `{"a" 1}`,
+	`{"a":1,}`, `{,}`, `{"a":1 "b":2}`, `{1:2}`, "\"a\tb\"", "\"\x7f\"", `"\x"`, `"\u12"`, `"\u12G4"`, `"\uD800\uDC00"`,
+	`"\/\b\f\n\r\t\\\""`, "\xef\xbb\xbf{}", ` `, `[[[]]]`, `{"a":{"a":1,"b":{"a":[{"a":1,"a":2}]}}}`, `{"a":1,"a":2`, `{"a":1,"a":2}}`,
+}
+
+// TestNestingLimit: json.Valid refuses nesting deeper than 10,000, and so
+// does the walk (which is recursive: the limit bounds its stack).
+func TestNestingLimit(t *testing.T) {
+	for _, s := range []string{
+		strings.Repeat("[", 10000) + strings.Repeat("]", 10000), strings.Repeat("[", 10001) + strings.Repeat("]", 10001),
+		strings.Repeat(`{"a":`, 10000) + "1" + strings.Repeat("}", 10000), strings.Repeat(`{"a":`, 10001) + "1" + strings.Repeat("}", 10001),
+		strings.Repeat("[", 1<<20),
+	} {
+		got := CheckDuplicates([]byte(s))
+		if errors.Is(got, ErrInvalid) != !json.Valid([]byte(s)) {
+			t.Errorf("%d bytes: walk says %v, json.Valid says %v", len(s), got, json.Valid([]byte(s)))
+		}
+	}
 }
 
 func TestAgreesWithDecoder(t *testing.T) {
@@ -103,6 +123,9 @@ func TestAgreesWithDecoder(t *testing.T) {
 		got, want := CheckDuplicates([]byte(s)), referenceCheck([]byte(s))
 		if (got == nil) != (want == nil) {
 			t.Errorf("%q: fast walk says %v, decoder walk says %v", s, got, want)
+		}
+		if errors.Is(got, ErrInvalid) != !json.Valid([]byte(s)) {
+			t.Errorf("%q: walk says %v, json.Valid says %v", s, got, json.Valid([]byte(s)))
 		}
 	}
 }
@@ -115,6 +138,10 @@ func FuzzCheckDuplicates(f *testing.F) {
 		got, want := CheckDuplicates(data), referenceCheck(data)
 		if (got == nil) != (want == nil) {
 			t.Fatalf("%q: fast walk says %v, decoder walk says %v", data, got, want)
+		}
+		// The walk validates on its own: exactly json.Valid's language.
+		if errors.Is(got, ErrInvalid) != !json.Valid(data) {
+			t.Fatalf("%q: walk says %v, json.Valid says %v", data, got, json.Valid(data))
 		}
 	})
 }
