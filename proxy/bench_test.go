@@ -112,7 +112,13 @@ func BenchmarkProxyHot(b *testing.B) {
 // the cache has not seen on every request: the cold path of scenario c.
 // Compare it with BenchmarkEd25519Floor plus BenchmarkProxyHot.
 func BenchmarkProxyCold(b *testing.B) {
-	v, mint := benchVerifier(b, 100000)
+	for _, size := range []int{100000, 0} {
+		b.Run(fmt.Sprintf("cache=%d", size), func(b *testing.B) { benchProxyCold(b, size) })
+	}
+}
+
+func benchProxyCold(b *testing.B, cacheSize int) {
+	v, mint := benchVerifier(b, cacheSize)
 	up, _ := url.Parse("http://upstream.invalid")
 	log := slog.New(slog.NewJSONHandler(io.Discard, nil))
 	p, err := proxy.New(proxy.Options{Upstream: up, Auth: http.NotFoundHandler(), Verifier: v, Transport: nopTransport{}, Logger: log,

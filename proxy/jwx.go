@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"time"
+	"unsafe"
 
 	"github.com/lestrrat-go/jwx/v2/jwa"
 	"github.com/lestrrat-go/jwx/v2/jws"
@@ -78,7 +79,10 @@ func (v *jwtVerifier) Verify(ctx context.Context, token string) (Claims, error) 
 	if t.headerErr != nil {
 		return Claims{}, authErr(ReasonMalformed, t.headerErr)
 	}
-	if err := v.sig.Verify([]byte(t.signingInput), t.signature, key); err != nil {
+	// The verifier only reads the input: it is handed the token's bytes in
+	// place rather than a ~400-byte copy per token.
+	input := unsafe.Slice(unsafe.StringData(t.signingInput), len(t.signingInput))
+	if err := v.sig.Verify(input, t.signature, key); err != nil {
 		return Claims{}, authErr(ReasonBadSignature, err)
 	}
 	c, err := t.claims.decode(v.o.Audience)
