@@ -14,7 +14,7 @@ const (
 	scenBusiness      scenarioKey = "a"          // business GETs, a few hundred tokens
 	scenBusinessNoLog scenarioKey = "a-nolog"    // the same, access log off
 	scenVerifier      scenarioKey = "a-verifier" // the same, on a verifier-mode sidecar
-	scenMix           scenarioKey = "b"          // the contract mix
+	scenMix           scenarioKey = "b"          // the mix the protocol expects (mostly business)
 	scenNewToken      scenarioKey = "c"          // a never-seen token every request
 	scenWebSocket     scenarioKey = "d"          // WebSocket handshakes with ?token=
 	scenSession       scenarioKey = "e"          // get-session alone
@@ -67,7 +67,7 @@ var scenarioDefs = []scenarioDef{
 	{key: scenBusinessNoLog, label: "a': business GET, access log off", weight: 1, bare: true},
 	{key: scenVerifier, label: "a-verifier: business GET, verifier mode (keys from a full sidecar's JWKS, no database)", weight: 1, bare: true,
 		requests: scenBusiness, verifier: true},
-	{key: scenMix, label: "b: contract mix (95% business, 4.9% get-session, 0.1% sign-in)", weight: 0.75, bare: true},
+	{key: scenMix, label: "b: mix (95% business, 4.9% get-session, 0.1% sign-in)", weight: 0.75, bare: true},
 	{key: scenNewToken, label: "c: business GET, a new JWT every request", weight: 0.75, bare: true, floor: true},
 	{key: scenWebSocket, label: "d: WebSocket handshake, ?token=", weight: 0.5, bare: true, tunnel: true},
 	{key: scenSession, label: "e: get-session alone (no baseline)", weight: 0.5},
