@@ -40,12 +40,27 @@ func loopbackURL(raw string) (*url.URL, error) {
 // freePort returns a port on 127.0.0.1 that was free a moment ago, for
 // the sidecar, whose listen address must be written in its config.
 func freePort() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ports, err := freePorts(1)
 	if err != nil {
 		return "", err
 	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
+	return ports[0], nil
+}
+
+// freePorts returns n distinct free loopback addresses. The listeners stay
+// open until all n are chosen: closed one by one, the kernel may hand the
+// same port out twice (a sidecar then got listen == metrics.listen).
+func freePorts(n int) ([]string, error) {
+	var addrs []string
+	for range n {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		defer ln.Close()
+		addrs = append(addrs, ln.Addr().String())
+	}
+	return addrs, nil
 }
 
 // childContext is ctx, also canceled when stdin reaches EOF: the benchmark

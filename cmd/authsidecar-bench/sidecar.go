@@ -106,14 +106,11 @@ func startSidecar(ctx context.Context, bin, dir string, c sidecarConfig) (*sidec
 }
 
 func startSidecarOnce(ctx context.Context, bin, dir string, c sidecarConfig) (*sidecar, error) {
-	listen, err := freePort()
+	ports, err := freePorts(2)
 	if err != nil {
 		return nil, err
 	}
-	metrics, err := freePort()
-	if err != nil {
-		return nil, err
-	}
+	listen, metrics := ports[0], ports[1]
 	if c.baseURL == "" {
 		c.baseURL = "http://" + listen
 	}
