@@ -40,15 +40,33 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
+// freePort returns a loopback port that was free a moment ago and that no
+// other freePort call of this test binary returned: closed at once, a port
+// can come back from the kernel on the very next call (a config then had
+// listen == metrics.listen).
 func freePort(t *testing.T) int {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	for {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		port := ln.Addr().(*net.TCPAddr).Port
+		ln.Close()
+		portsMu.Lock()
+		fresh := !portsGiven[port]
+		portsGiven[port] = true
+		portsMu.Unlock()
+		if fresh {
+			return port
+		}
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
 }
+
+var (
+	portsMu    sync.Mutex
+	portsGiven = map[int]bool{}
+)
 
 // sidecar is a running "authsidecar serve", started through run exactly as
 // main does.
