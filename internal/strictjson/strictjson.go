@@ -226,16 +226,25 @@ func (w *walker) number() error {
 	return nil
 }
 
-func (w *walker) array() error {
+// enter steps into the array or object at w.i, one level deeper; empty
+// reports that it closed at once with end (and was stepped over).
+func (w *walker) enter(end byte) (empty bool, err error) {
 	if w.depth++; w.depth > maxDepth {
-		return ErrInvalid
+		return false, ErrInvalid
 	}
-	w.i++ // '['
+	w.i++ // '[' or '{'
 	w.space()
-	if w.i < len(w.b) && w.b[w.i] == ']' {
+	if w.i < len(w.b) && w.b[w.i] == end {
 		w.i++
 		w.depth--
-		return nil
+		return true, nil
+	}
+	return false, nil
+}
+
+func (w *walker) array() error {
+	if empty, err := w.enter(']'); empty || err != nil {
+		return err
 	}
 	for {
 		if err := w.value(); err != nil {
@@ -259,15 +268,8 @@ func (w *walker) array() error {
 }
 
 func (w *walker) object() error {
-	if w.depth++; w.depth > maxDepth {
-		return ErrInvalid
-	}
-	w.i++ // '{'
-	w.space()
-	if w.i < len(w.b) && w.b[w.i] == '}' {
-		w.i++
-		w.depth--
-		return nil
+	if empty, err := w.enter('}'); empty || err != nil {
+		return err
 	}
 	// Objects in tokens and request bodies have a handful of members: the
 	// first 16 names are compared in a fixed array (no allocation), the
