@@ -125,14 +125,23 @@ auth: { leeway: %s }
 		}
 	}
 
-	res, err := http.Get(v.metrics + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var metrics strings.Builder
-	bodyTo(&metrics, res)
-	if want := `authsidecar_websocket_closed_total{reason="token_expired"} 1`; !strings.Contains(metrics.String(), want) {
-		t.Errorf("/metrics lacks %s", want)
+	// The counter moves when the tunnel's handler returns, which may be a
+	// moment after the peers saw EOF: poll for it, within a bound.
+	want := `authsidecar_websocket_closed_total{reason="token_expired"} 1`
+	for start := time.Now(); ; time.Sleep(50 * time.Millisecond) {
+		res, err := http.Get(v.metrics + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var metrics strings.Builder
+		bodyTo(&metrics, res)
+		if strings.Contains(metrics.String(), want) {
+			break
+		}
+		if time.Since(start) > 5*time.Second {
+			t.Errorf("/metrics lacks %s 5s after the tunnel ended", want)
+			break
+		}
 	}
 	// The access log is batched: it arrives within flushEvery.
 	for start := time.Now(); ; time.Sleep(50 * time.Millisecond) {
