@@ -6,7 +6,10 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -171,5 +174,35 @@ log: { format: json, level: info }
 		if m.state != "WATCHDOG=1" {
 			t.Fatalf("after STOPPING=1: %q", m.state)
 		}
+	}
+}
+
+// TestSystemdUnitVerifies runs systemd-analyze verify on the shipped unit,
+// with ExecStart pointed at the built binary (verify insists the command
+// exists). verify exits 0 even on a misspelt value it ignores, so any
+// output at all fails the test.
+func TestSystemdUnitVerifies(t *testing.T) {
+	analyze, err := exec.LookPath("systemd-analyze")
+	if err != nil {
+		t.Skip("systemd-analyze not installed")
+	}
+	raw, err := os.ReadFile("../../deploy/systemd/authsidecar.service")
+	if err != nil {
+		t.Fatal(err)
+	}
+	unit := string(raw)
+	// The paths deploy/README.md and the unit's install steps use.
+	const execStart = "ExecStart=/usr/local/bin/authsidecar serve -config /etc/authsidecar/sidecar.yaml\n"
+	for _, want := range []string{execStart, "Type=notify\n", "NotifyAccess=main\n", "WatchdogSec=", "RestrictAddressFamilies=AF_INET AF_INET6 AF_UNIX\n"} {
+		if !strings.Contains(unit, want) {
+			t.Errorf("unit lacks %q", strings.TrimSpace(want))
+		}
+	}
+	bin := sidecarBinary(t)
+	path := filepath.Join(t.TempDir(), "authsidecar.service")
+	writeFile(t, path, strings.Replace(unit, "/usr/local/bin/authsidecar ", bin+" ", 1))
+	out, err := exec.Command(analyze, "verify", "--man=no", path).CombinedOutput()
+	if err != nil || len(out) > 0 {
+		t.Fatalf("systemd-analyze verify: %v\n%s", err, out)
 	}
 }
