@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"os"
 	"runtime/debug"
 	"time"
 
@@ -18,6 +19,7 @@ import (
 	"github.com/authsidecar/authsidecar/config"
 	"github.com/authsidecar/authsidecar/health"
 	"github.com/authsidecar/authsidecar/internal/gcfloor"
+	"github.com/authsidecar/authsidecar/internal/sdnotify"
 	"github.com/authsidecar/authsidecar/server"
 	"github.com/authsidecar/authsidecar/sqlstore"
 )
@@ -32,7 +34,26 @@ func cmdServe(ctx context.Context, e *cliEnv, args []string) error {
 	}
 	out := newBufferedLog(e.stderr)
 	defer out.Close()
-	return serve(ctx, cfg, secret, e.getenv, newLogs(cfg.Log, out), nil, nil)
+	lg := newLogs(cfg.Log, out)
+	// Under systemd (Type=notify): READY=1 once both listeners are bound
+	// and the keys loaded, STOPPING=1 when the signal arrives.
+	sd := sdnotify.New(e.getenv, os.Getpid(), lg.log)
+	stopped := make(chan struct{})
+	stopNotify := context.AfterFunc(ctx, func() { defer close(stopped); sd.Stopping() })
+	// AfterFunc runs Stopping in its own goroutine: wait for it, or an
+	// idle sidecar could exit before STOPPING=1 is sent.
+	defer func() {
+		if !stopNotify() {
+			<-stopped
+		}
+	}()
+	// The watchdog pings until serve returns, not until the signal: the
+	// drain (shutdown.grace) must not look like a hang.
+	wctx, stopWatchdog := context.WithCancel(context.Background())
+	watchdogDone := make(chan struct{})
+	go func() { defer close(watchdogDone); sd.Watchdog(wctx) }()
+	defer func() { stopWatchdog(); <-watchdogDone }()
+	return serve(ctx, cfg, secret, e.getenv, lg, nil, sd.Ready)
 }
 
 // serve runs the sidecar until ctx ends. ln, when not nil, is the public
