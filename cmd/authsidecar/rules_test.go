@@ -48,7 +48,7 @@ func TestRuleSeriesAtStartup(t *testing.T) {
 				t.Fatalf("%s is not exported at start-up", sel.name)
 			}
 			if !slices.ContainsFunc(have, sel.matches) {
-				t.Fatalf("no %s series at start-up matches %s (have %v)", sel.name, sel, have)
+				t.Fatalf("no %s series at start-up matches %s (have %s)", sel.name, sel, valuesOf(have, sel.matchers))
 			}
 			// A matcher written as a list of values (a|b|c) names values
 			// the rule expects: each must exist, not just one of them.
@@ -321,10 +321,24 @@ func scrapeSeries(t *testing.T, url string) []scraped {
 				bl["le"] = fmt.Sprint(b.GetUpperBound())
 				out = append(out, scraped{name + "_bucket", bl})
 			}
-			inf := maps.Clone(labels)
-			inf["le"] = "+Inf"
-			out = append(out, scraped{name + "_bucket", inf})
+			// The text format's +Inf bucket is among the parsed ones.
 		}
 	}
 	return out
+}
+
+// valuesOf lists, for a failure message, the values the series have for
+// the matched labels.
+func valuesOf(series []map[string]string, matchers []labelMatcher) string {
+	var out []string
+	for _, m := range matchers {
+		var vs []string
+		for _, l := range series {
+			if !slices.Contains(vs, l[m.label]) {
+				vs = append(vs, l[m.label])
+			}
+		}
+		out = append(out, fmt.Sprintf("%s: %q", m.label, vs))
+	}
+	return strings.Join(out, "; ")
 }
