@@ -43,31 +43,47 @@ func (h *Health) Live(w http.ResponseWriter, r *http.Request) {
 // Ready answers /readyz: 200 when every check passes, else 503 naming the
 // failing checks (and "shutting_down" while draining).
 func (h *Health) Ready(w http.ResponseWriter, r *http.Request) {
-	rep := report{Status: "ok", Checks: map[string]string{}}
+	rep, ok := h.run(r.Context())
 	status := http.StatusOK
+	if !ok {
+		status = http.StatusServiceUnavailable
+	}
+	write(w, status, rep)
+}
+
+// IsReady runs the same checks as /readyz: the authsidecar_ready gauge
+// reads it at scrape time, so an alert sees what a load balancer sees.
+func (h *Health) IsReady(ctx context.Context) bool {
+	_, ok := h.run(ctx)
+	return ok
+}
+
+func (h *Health) run(ctx context.Context) (report, bool) {
+	rep := report{Status: "ok", Checks: map[string]string{}}
+	ok := true
 	if h.draining.Load() {
 		rep.Checks["shutdown"] = "shutting_down"
-		status = http.StatusServiceUnavailable
+		ok = false
 	}
 	timeout := h.Timeout
 	if timeout == 0 {
 		timeout = 2 * time.Second
 	}
 	for _, c := range h.Checks {
-		ctx, cancel := context.WithTimeout(r.Context(), timeout)
-		err := c.Run(ctx)
+		cctx, cancel := context.WithTimeout(ctx, timeout)
+		err := c.Run(cctx)
 		cancel()
 		if err != nil {
 			rep.Checks[c.Name] = "fail: " + err.Error()
-			status = http.StatusServiceUnavailable
+			ok = false
 			continue
 		}
 		rep.Checks[c.Name] = "ok"
 	}
-	if status != http.StatusOK {
+	if !ok {
 		rep.Status = "unavailable"
 	}
-	write(w, status, rep)
+	return rep, ok
 }
 
 func write(w http.ResponseWriter, status int, v any) {

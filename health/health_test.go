@@ -51,6 +51,11 @@ func TestReadyFailsThenRecovers(t *testing.T) {
 		if code != s.want {
 			t.Fatalf("%s: got %d %+v, want %d", s.name, code, rep, s.want)
 		}
+		// The authsidecar_ready gauge reads IsReady: it must agree with
+		// what /readyz answers, in each state.
+		if got := h.IsReady(context.Background()); got != (code == http.StatusOK) {
+			t.Errorf("%s: IsReady = %v with /readyz %d", s.name, got, code)
+		}
 		if s.failName != "" && rep.Checks[s.failName] == "ok" {
 			t.Errorf("%s: got %+v, want check %q failing", s.name, rep, s.failName)
 		}

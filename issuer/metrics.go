@@ -22,6 +22,15 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "authsidecar_jwts_issued_total", Help: "JWTs issued (get-session and token).",
 		}),
 	}
+	// Every result at 0 from the start, so alerts on their rates
+	// (deploy/prometheus/rules.yml) match a series on a fresh process and
+	// count its first event.
+	for _, r := range []string{"ok", "invalid_credentials", "rejected", "rate_limited", "busy", "error"} {
+		m.signins.WithLabelValues(r)
+	}
+	for _, r := range []string{"ok", "exists", "rejected", "rate_limited", "busy", "error"} {
+		m.signups.WithLabelValues(r)
+	}
 	if reg != nil {
 		reg.MustRegister(m.signins, m.signups, m.jwts)
 	}

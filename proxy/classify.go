@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"slices"
 	"strings"
 )
 
@@ -21,6 +22,9 @@ const (
 )
 
 var classNames = [...]string{"rejected", "auth", "cookie_only", "passthrough", "websocket", "admin", "business", "public", "keyset"}
+
+// ClassNames lists every class's metric label value.
+func ClassNames() []string { return slices.Clone(classNames[:]) }
 
 // String returns the class name used in logs and metric labels.
 func (c Class) String() string {

@@ -124,23 +124,30 @@ func (p *Proxy) modifyResponse(res *http.Response) error {
 	return nil
 }
 
+// Upstream error kinds, the authsidecar_upstream_errors_total label.
+const (
+	upstreamCanceled    = "canceled"
+	upstreamTimeout     = "timeout"
+	upstreamUnreachable = "unreachable"
+)
+
 // upstreamError answers 502 when the upstream cannot be reached and 504
 // when it does not answer in time, in JSON like every other refusal.
 func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error) {
 	if errors.Is(err, context.Canceled) && r.Context().Err() != nil {
 		// The client went away; nobody reads this answer.
-		p.o.Metrics.upstreamError("canceled")
+		p.o.Metrics.upstreamError(upstreamCanceled)
 		w.WriteHeader(499)
 		return
 	}
 	var ne net.Error
 	if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, context.DeadlineExceeded) {
-		p.o.Metrics.upstreamError("timeout")
+		p.o.Metrics.upstreamError(upstreamTimeout)
 		p.log.Warn("upstream timeout", "error", err.Error())
 		writeError(w, http.StatusGatewayTimeout, "GATEWAY_TIMEOUT", "Upstream did not answer in time")
 		return
 	}
-	p.o.Metrics.upstreamError("unreachable")
+	p.o.Metrics.upstreamError(upstreamUnreachable)
 	p.log.Warn("upstream unavailable", "error", err.Error())
 	writeError(w, http.StatusBadGateway, "BAD_GATEWAY", "Upstream unavailable")
 }

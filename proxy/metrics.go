@@ -53,16 +53,73 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"reason"}),
 	}
 	// Present at 0 from the start, so an alert on its rate needs no
-	// special case for "never happened".
+	// special case for "never happened", and the first event counts in a
+	// rate() (a series born at 1 shows no increase). The label values are
+	// those the code can produce; deploy/prometheus/rules.yml relies on
+	// them (cmd/authsidecar TestRuleSeriesAtStartup).
 	m.wsClosed.WithLabelValues(CloseReasonTokenExpired)
+	for class, reasons := range failureReasons() {
+		for _, reason := range reasons {
+			m.failures.WithLabelValues(class, reason)
+		}
+	}
+	for _, kind := range []string{upstreamUnreachable, upstreamTimeout, upstreamCanceled} {
+		m.upstreamErrors.WithLabelValues(kind)
+	}
+	for _, tr := range refreshResults {
+		m.refreshes.WithLabelValues(tr[0], tr[1])
+	}
 	reg.MustRegister(m.requests, m.duration, m.failures, m.upstreamErrors, m.refreshes, m.wsClosed,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "authsidecar_inflight_requests", Help: "Requests being served now.",
 		}, func() float64 { return float64(m.inflight.Load()) }))
 	for c := range classNames {
 		m.durationByClass[c] = m.duration.WithLabelValues(classNames[c])
+		// The statuses the sidecar writes itself when it fails (500 a
+		// recovered panic, 502 upstream unreachable, 503 unavailable or
+		// keys unavailable, 504 upstream timeout), so the 5xx ratio's
+		// series exist before the first failure.
+		for _, code := range ownServerErrors {
+			m.requestsByCode[c].Store(code, m.requests.WithLabelValues(classNames[c], strconv.Itoa(code)))
+		}
 	}
 	return m
+}
+
+// ownServerErrors are the 5xx statuses the sidecar itself answers with.
+var ownServerErrors = []int{500, 502, 503, 504}
+
+// tokenReasons are the refusals of a request that must carry a JWT.
+var tokenReasons = []string{ReasonMissing, ReasonMalformed, ReasonBadSignature, ReasonExpired, ReasonNotYetValid,
+	ReasonUnknownKID, ReasonWrongIssuer, ReasonWrongAudience, ReasonBadClaims, ReasonUnavailable, ReasonKeysUnavailable}
+
+// failureReasons lists, per class, the reasons ServeHTTP can refuse with:
+// a bad Host or path before classification, an Upgrade header where no
+// tunnel is allowed (or malformed) on any classified route, and the
+// checks of each class.
+func failureReasons() map[string][]string {
+	m := map[string][]string{ClassRejected.String(): {ReasonBadHost, ReasonBadPath}}
+	for c := range classNames {
+		if Class(c) != ClassRejected {
+			m[classNames[c]] = []string{ReasonBadUpgrade}
+		}
+	}
+	add := func(c Class, reasons ...string) { m[c.String()] = append(m[c.String()], reasons...) }
+	add(ClassCookieOnly, ReasonNoSession, ReasonUnavailable)
+	add(ClassAdmin, tokenReasons...)
+	add(ClassAdmin, ReasonForbiddenRole)
+	add(ClassBusiness, tokenReasons...)
+	add(ClassWebSocket, tokenReasons...)
+	return m
+}
+
+// refreshResults are the (trigger, result) pairs the key cache reports.
+var refreshResults = [][2]string{
+	{TriggerBoot, "ok"}, {TriggerBoot, "error"},
+	{TriggerMaxAge, "ok"}, {TriggerMaxAge, "error"},
+	{TriggerUnknownKID, "ok"}, {TriggerUnknownKID, "error"}, {TriggerUnknownKID, "skipped_cooldown"},
+	{TriggerIssuer, "ok"},
+	{TriggerRetry, "ok"}, {TriggerRetry, "error"},
 }
 
 // observeRequest counts one finished request.

@@ -120,6 +120,14 @@ func serve(ctx context.Context, cfg config.Config, secret config.Secret, getenv 
 		checks = append(checks, health.Check{Name: "database", Run: db.Ping})
 	}
 	hl := &health.Health{Checks: checks}
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "authsidecar_ready", Help: "1 when /readyz would answer 200 (the same checks, run at scrape time); 0 while a check fails or shutdown has begun.",
+	}, func() float64 {
+		if hl.IsReady(context.Background()) {
+			return 1
+		}
+		return 0
+	}))
 
 	mainTracker, adminTracker := server.NewTracker(), server.NewTracker()
 	public := &server.Server{
