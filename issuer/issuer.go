@@ -209,7 +209,14 @@ func New(ctx context.Context, o Options) (*Issuer, error) {
 	if _, err := iss.keys.signingKey(ctx); err != nil {
 		return nil, fmt.Errorf("issuer: signing key: %w", err)
 	}
-	iss.routes = map[string]map[string]handlerFunc{
+	iss.routes = iss.routeTable()
+	return iss, nil
+}
+
+// routeTable binds the handlers to iss: a copy made by Reload needs its
+// own table, or it would serve with the original's settings.
+func (iss *Issuer) routeTable() map[string]map[string]handlerFunc {
+	return map[string]map[string]handlerFunc{
 		"/sign-up/email":   {http.MethodPost: iss.signUp},
 		"/sign-in/email":   {http.MethodPost: iss.signIn},
 		"/get-session":     {http.MethodGet: iss.getSession, http.MethodHead: iss.getSession, http.MethodPost: iss.getSession},
@@ -219,7 +226,56 @@ func New(ctx context.Context, o Options) (*Issuer, error) {
 		"/change-password": {http.MethodPost: iss.changePassword},
 		"/ok":              {http.MethodGet: iss.ok, http.MethodHead: iss.ok},
 	}
-	return iss, nil
+}
+
+// ReloadOptions are the Options a running issuer can change: what the
+// origin check trusts and the limits. The zero values mean what they mean
+// in Options.
+type ReloadOptions struct {
+	TrustedOrigins                           []string
+	BodyBytes                                int64
+	PasswordHashConcurrency                  int
+	SignInPerIP, SignInPerEmail, SignUpPerIP Rate
+	ClientIP                                 func(*http.Request) string
+}
+
+// Reload returns a new Issuer that serves with o's settings and shares
+// everything else with iss: the store, the signing keys, cookies,
+// metrics and the timing hash (so it costs no scrypt run and no query).
+// iss is not changed, so requests it is serving finish with the settings
+// they started with. The per-IP rate limits start afresh; the per-email
+// ones live in the store and keep their counts. A changed
+// PasswordHashConcurrency gives the new issuer its own hashing slots:
+// while hashes started on iss finish, both sets may run.
+func (iss *Issuer) Reload(o ReloadOptions) (*Issuer, error) {
+	if o.BodyBytes == 0 {
+		o.BodyBytes = 64 << 10
+	}
+	if o.PasswordHashConcurrency <= 0 {
+		o.PasswordHashConcurrency = runtime.GOMAXPROCS(0)
+	}
+	next := *iss
+	next.bodyBytes = o.BodyBytes
+	next.clientIP = o.ClientIP
+	if next.clientIP == nil {
+		next.clientIP = peerIP
+	}
+	if o.PasswordHashConcurrency != cap(iss.hasher.sem) {
+		next.hasher = newHasher(iss.hasher.params, o.PasswordHashConcurrency)
+	}
+	next.signInIP = newLimiter(o.SignInPerIP, iss.now)
+	next.signInMail = newSharedLimiter(iss.store, o.SignInPerEmail, "signin_email:", iss.now)
+	next.signUpIP = newLimiter(o.SignUpPerIP, iss.now)
+	next.trusted = map[string]bool{}
+	next.csrf = http.NewCrossOriginProtection()
+	for _, origin := range append([]string{iss.origin}, o.TrustedOrigins...) {
+		if err := next.csrf.AddTrustedOrigin(origin); err != nil {
+			return nil, fmt.Errorf("issuer: trusted origin: %w", err)
+		}
+		next.trusted[origin] = true
+	}
+	next.routes = next.routeTable()
+	return &next, nil
 }
 
 // ServeHTTP routes /api/auth/* by hand: ServeMux would answer unknown

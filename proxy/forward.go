@@ -12,6 +12,14 @@ import (
 	"time"
 )
 
+// NewTransport returns the transport a Proxy makes when Options.Transport
+// is zero. Proxies built one after another for the same upstream (a
+// config reload) share one, so they share its pool of upstream
+// connections instead of each opening its own.
+func NewTransport(responseHeaderTimeout time.Duration) *http.Transport {
+	return newTransport(responseHeaderTimeout)
+}
+
 // newTransport clones the default transport and sizes its idle pool for a
 // sidecar that sends everything to one host. ResponseHeaderTimeout bounds
 // only the wait for headers, so long streams are not cut.

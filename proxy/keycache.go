@@ -120,6 +120,9 @@ type KeyCache struct {
 	// nextRetry is when the retry loop reads next (UnixNano by o.Now),
 	// zero when none is scheduled.
 	nextRetry atomic.Int64
+	// maxAge, cooldown and staleIfError are the options of those names,
+	// changed by a config reload while lookups read them.
+	maxAge, cooldown, staleIfError atomic.Int64
 
 	// ctx is cancelled by Close; background reads run under it.
 	ctx    context.Context
@@ -163,10 +166,35 @@ func NewKeyCache(o KeyCacheOptions) *KeyCache {
 		o.Now = time.Now
 	}
 	c := &KeyCache{o: o}
+	c.SetMaxAge(o.MaxAge)
+	c.SetCooldown(o.Cooldown)
+	c.SetStaleIfError(o.StaleIfError)
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.set.Store(&keySet{keys: map[string]ed25519.PublicKey{}})
 	return c
 }
+
+// SetMaxAge changes MaxAge (zero: 10m), for a config reload: the next
+// lookup judges the held keys' age by it.
+func (c *KeyCache) SetMaxAge(d time.Duration) {
+	if d <= 0 {
+		d = 10 * time.Minute
+	}
+	c.maxAge.Store(int64(d))
+}
+
+// SetCooldown changes Cooldown (zero: 30s), for a config reload. The
+// retry backoff's cap stays what it was at NewKeyCache.
+func (c *KeyCache) SetCooldown(d time.Duration) {
+	if d <= 0 {
+		d = 30 * time.Second
+	}
+	c.cooldown.Store(int64(d))
+}
+
+// SetStaleIfError changes StaleIfError (zero: forever), for a config
+// reload: Usable judges the held keys by it from the next call.
+func (c *KeyCache) SetStaleIfError(d time.Duration) { c.staleIfError.Store(int64(max(d, 0))) }
 
 // Load reads the keys at boot: the contract's one key-record read, done
 // at start so readiness is honest. If it fails the cache keeps retrying in
@@ -210,10 +238,11 @@ func (c *KeyCache) usable(s *keySet) bool {
 	if !s.loaded {
 		return false
 	}
-	if c.o.StaleIfError <= 0 || !c.failing.Load() {
+	stale := time.Duration(c.staleIfError.Load())
+	if stale <= 0 || !c.failing.Load() {
 		return true
 	}
-	return c.o.Now().Sub(s.loadedAt) <= c.o.StaleIfError
+	return c.o.Now().Sub(s.loadedAt) <= stale
 }
 
 // unavailable returns the ErrKeysUnavailable for s, with the wait until
@@ -222,7 +251,7 @@ func (c *KeyCache) unavailable(s *keySet) error {
 	e := &keysUnavailableError{why: "no read of the key source has succeeded"}
 	if s.loaded {
 		e.why = fmt.Sprintf("reads failing, last good read %s ago (stale_if_error %s)",
-			c.o.Now().Sub(s.loadedAt).Round(time.Second), c.o.StaleIfError)
+			c.o.Now().Sub(s.loadedAt).Round(time.Second), time.Duration(c.staleIfError.Load()))
 	}
 	if next := c.nextRetry.Load(); next != 0 {
 		e.scheduled, e.retryIn = true, max(time.Unix(0, next).Sub(c.o.Now()), 0)
@@ -245,7 +274,7 @@ func (c *KeyCache) Has(kid string) bool {
 // (and learns of a key that left the set) every MaxAge.
 func (c *KeyCache) HasAt(kid string, now time.Time) bool {
 	s := c.set.Load()
-	if now.Sub(s.loadedAt) > c.o.MaxAge {
+	if now.Sub(s.loadedAt) > time.Duration(c.maxAge.Load()) {
 		c.refreshInBackground()
 	}
 	_, ok := s.keys[kid]
@@ -280,7 +309,7 @@ func (c *KeyCache) Lookup(ctx context.Context, kid string) (ed25519.PublicKey, e
 	if !c.usable(s) {
 		return nil, c.unavailable(s)
 	}
-	if c.o.Now().Sub(s.loadedAt) > c.o.MaxAge {
+	if c.o.Now().Sub(s.loadedAt) > time.Duration(c.maxAge.Load()) {
 		c.refreshInBackground()
 	}
 	if k, ok := s.keys[kid]; ok {
@@ -310,7 +339,7 @@ func (c *KeyCache) refreshForMiss(ctx context.Context) error {
 			return ctx.Err()
 		}
 	}
-	if !c.lastRead.IsZero() && c.o.Now().Sub(c.lastRead) < c.o.Cooldown {
+	if !c.lastRead.IsZero() && c.o.Now().Sub(c.lastRead) < time.Duration(c.cooldown.Load()) {
 		c.mu.Unlock()
 		c.observe(TriggerUnknownKID, "skipped_cooldown")
 		return ErrUnknownKID
@@ -323,7 +352,7 @@ func (c *KeyCache) refreshForMiss(ctx context.Context) error {
 
 func (c *KeyCache) refreshInBackground() {
 	c.mu.Lock()
-	if c.closed || c.bgRunning || c.inflight != nil || c.o.Now().Sub(c.lastRead) < c.o.Cooldown {
+	if c.closed || c.bgRunning || c.inflight != nil || c.o.Now().Sub(c.lastRead) < time.Duration(c.cooldown.Load()) {
 		c.mu.Unlock()
 		return
 	}
