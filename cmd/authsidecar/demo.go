@@ -71,9 +71,9 @@ func cmdDemo(ctx context.Context, e *cliEnv, args []string) error {
 
 	out := newBufferedLog(e.stderr)
 	defer out.Close()
-	return serve(ctx, cfg, secret, e.getenv, newLogs(cfg.Log, out), ln, func() {
+	return serve(ctx, cfg, secret, e.getenv, newLogs(cfg.Log, out), ln, serveHooks{onReady: func() {
 		fmt.Fprint(e.stdout, demoText(cfg.BaseURL, metricsAddr, cfg.Database.Path))
-	})
+	}})
 }
 
 func demoText(base, metrics, db string) string {

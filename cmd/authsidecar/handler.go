@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -17,11 +19,34 @@ import (
 )
 
 // stack is the wired request path: the issuer behind /api/auth, the key
-// cache the verifier reads, and the proxy in front of both.
+// cache the verifier reads, and the proxy in front of both. What a config
+// reload may change lives in a generation, swapped whole; the rest (the
+// store, the key cache, the verifier and its token cache, the metrics,
+// the upstream connection pool) is built once and shared.
 type stack struct {
+	// handler serves each request with the generation current when the
+	// request arrived: it finishes on that one even if a reload swaps
+	// another in meanwhile.
 	handler http.Handler
-	issuer  *issuer.Issuer
+	issuer  *issuer.Issuer // the first generation's; keys are shared
 	keys    *proxy.KeyCache
+
+	cfg       config.Config // the start-up config: the restart keys
+	secret    config.Secret
+	db        *sqlstore.DB
+	lg        logs
+	metrics   *proxy.Metrics
+	verifier  proxy.Verifier
+	transport http.RoundTripper
+	upstream  *url.URL
+
+	current atomic.Pointer[generation]
+}
+
+// generation is one config's request handling, immutable once built.
+type generation struct {
+	cfg     config.Config
+	handler http.Handler
 }
 
 // issuerKeys adapts the issuer's usable keys to the proxy's KeySource.
@@ -60,9 +85,7 @@ func buildStack(ctx context.Context, cfg config.Config, secret config.Secret, db
 			return nil, fmt.Errorf("keys.jwks_url: %w", err)
 		}
 		kc.Source = fetcher
-		// The cache counts from the last good fetch; the config's window
-		// starts when the keys turn stale, max_age later.
-		kc.StaleIfError = cfg.Keys.MaxAge.D() + cfg.Keys.StaleIfError.D()
+		kc.StaleIfError = staleIfError(cfg)
 	} else {
 		kc.Source = src
 	}
@@ -74,13 +97,75 @@ func buildStack(ctx context.Context, cfg config.Config, secret config.Secret, db
 			keys.Close() // stops a background retry a failed Load started
 		}
 	}()
+	upstream, err := url.Parse(cfg.Upstream)
+	if err != nil {
+		return nil, fmt.Errorf("upstream: %w", err)
+	}
+	st := &stack{
+		keys: keys, cfg: cfg, secret: secret, db: db, lg: lg, metrics: metrics, upstream: upstream,
+		transport: proxy.NewTransport(cfg.Proxy.ResponseHeaderTimeout.D()),
+	}
+	if cfg.Verifier() {
+		if err := keys.Load(ctx); err != nil {
+			log.Warn("JWKS not reachable at start: business routes answer 503 KEYS_UNAVAILABLE until a fetch succeeds; retrying in the background",
+				"jwks_url", cfg.Keys.JWKSURL, "error", err.Error())
+		}
+	} else {
+		opts := issuerOptions(cfg, secret, db, log)
+		opts.Registerer = reg
+		// A key the issuer creates reaches the verifier before any JWT it signs.
+		opts.OnNewKey = func(k issuer.PublicKey) { keys.Add(proxy.Key{KID: k.KID, Public: k.Key}) }
+		iss, err := issuer.New(ctx, opts)
+		if err != nil {
+			return nil, err
+		}
+		src.iss, st.issuer = iss, iss
+		if err := keys.Load(ctx); err != nil {
+			return nil, fmt.Errorf("load keys: %w", err)
+		}
+	}
+	name := cfg.JWTIssuer()
+	st.verifier = proxy.NewCachingVerifier(proxy.CachingVerifierOptions{
+		Inner: proxy.NewJWTVerifier(proxy.JWTVerifierOptions{
+			Keys: keys, Issuer: name, Audience: name,
+			Leeway: cfg.Auth.Leeway.D(), MaxTTL: cfg.Auth.JWTTTL.D(),
+		}),
+		Keys:       keys,
+		Size:       cfg.Cache.VerifiedTokens,
+		Leeway:     cfg.Auth.Leeway.D(),
+		Registerer: reg,
+	})
+	g, err := st.build(cfg)
+	if err != nil {
+		return nil, err
+	}
+	st.current.Store(g)
+	st.handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		st.current.Load().handler.ServeHTTP(w, r)
+	})
+	built = true
+	return st, nil
+}
+
+// staleIfError is the key cache's StaleIfError for cfg: the cache counts
+// from the last good fetch; the config's window starts when the keys turn
+// stale, max_age later. Full mode reads a local database: zero, forever.
+func staleIfError(cfg config.Config) time.Duration {
+	if !cfg.Verifier() {
+		return 0
+	}
+	return cfg.Keys.MaxAge.D() + cfg.Keys.StaleIfError.D()
+}
+
+// build wires one generation from cfg: everything config.Reloadable
+// names. It changes nothing shared, so a failed build leaves the
+// running generation as it was.
+func (st *stack) build(cfg config.Config) (*generation, error) {
+	log := st.lg.log
 	trusted, err := proxy.ParsePrefixes(cfg.Proxy.TrustedProxies)
 	if err != nil {
 		return nil, fmt.Errorf("proxy.trusted_proxies: %w", err)
 	}
-	clientIP := proxy.ClientIP(trusted)
-
-	st := &stack{keys: keys}
 	var (
 		auth        http.Handler
 		sessions    proxy.SessionLookup
@@ -93,65 +178,45 @@ func buildStack(ctx context.Context, cfg config.Config, secret config.Secret, db
 		})
 		if len(cfg.Routes.CookieOnly) > 0 {
 			sr, err := issuer.NewSessionReader(issuer.SessionReaderOptions{
-				Store: db, Secret: secret.Bytes(), BaseURL: cfg.BaseURL, CookieName: cfg.Auth.CookieName,
+				Store: st.db, Secret: st.secret.Bytes(), BaseURL: cfg.BaseURL, CookieName: cfg.Auth.CookieName,
 			})
 			if err != nil {
 				return nil, err
 			}
 			sessions, cookieNames = sr, []string{sr.CookieName()}
 		}
-		if err := keys.Load(ctx); err != nil {
-			log.Warn("JWKS not reachable at start: business routes answer 503 KEYS_UNAVAILABLE until a fetch succeeds; retrying in the background",
-				"jwks_url", cfg.Keys.JWKSURL, "error", err.Error())
-		}
 	} else {
-		opts := issuerOptions(cfg, secret, db, log)
-		opts.Registerer = reg
-		opts.ClientIP = clientIP
-		// A key the issuer creates reaches the verifier before any JWT it signs.
-		opts.OnNewKey = func(k issuer.PublicKey) { keys.Add(proxy.Key{KID: k.KID, Public: k.Key}) }
-		iss, err := issuer.New(ctx, opts)
+		iss, err := st.issuer.Reload(issuer.ReloadOptions{
+			TrustedOrigins:          cfg.Auth.TrustedOrigins,
+			BodyBytes:               cfg.Limits.BodyBytes,
+			PasswordHashConcurrency: cfg.Limits.PasswordHashConcurrency,
+			SignInPerIP:             issuer.Rate(cfg.Limits.SigninPerIP),
+			SignInPerEmail:          issuer.Rate(cfg.Limits.SigninPerEmail),
+			SignUpPerIP:             issuer.Rate(cfg.Limits.SignupPerIP),
+			ClientIP:                proxy.ClientIP(trusted),
+		})
 		if err != nil {
 			return nil, err
-		}
-		src.iss = iss
-		if err := keys.Load(ctx); err != nil {
-			return nil, fmt.Errorf("load keys: %w", err)
 		}
 		// The browser client is served beside the issuer at exactly
 		// webclient.ClientPath; every other /api/auth path is the issuer's.
 		mux := http.NewServeMux()
 		mux.Handle("GET "+webclient.ClientPath, webclient.ClientJS())
 		mux.Handle("/", iss)
-		auth, sessions, cookieNames, st.issuer = mux, iss, []string{iss.CookieName()}, iss
+		auth, sessions, cookieNames = mux, iss, []string{iss.CookieName()}
 	}
 	var roles proxy.RoleLookup
-	if db != nil {
-		roles = db
-	}
-	upstream, err := url.Parse(cfg.Upstream)
-	if err != nil {
-		return nil, fmt.Errorf("upstream: %w", err)
+	if st.db != nil {
+		roles = st.db
 	}
 	admin := make([]proxy.AdminRoute, len(cfg.Routes.Admin))
 	for i, a := range cfg.Routes.Admin {
 		admin[i] = proxy.AdminRoute{Prefix: a.Prefix, Roles: a.Roles}
 	}
-	name := cfg.JWTIssuer()
-	verifier := proxy.NewCachingVerifier(proxy.CachingVerifierOptions{
-		Inner: proxy.NewJWTVerifier(proxy.JWTVerifierOptions{
-			Keys: keys, Issuer: name, Audience: name,
-			Leeway: cfg.Auth.Leeway.D(), MaxTTL: cfg.Auth.JWTTTL.D(),
-		}),
-		Keys:       keys,
-		Size:       cfg.Cache.VerifiedTokens,
-		Leeway:     cfg.Auth.Leeway.D(),
-		Registerer: reg,
-	})
 	p, err := proxy.New(proxy.Options{
-		Upstream:              upstream,
+		Upstream:              st.upstream,
 		Auth:                  auth,
-		Verifier:              verifier,
+		Verifier:              st.verifier,
 		Sessions:              sessions,
 		Roles:                 roles,
 		IdentityHeader:        cfg.Routes.IdentityHeader,
@@ -164,25 +229,42 @@ func buildStack(ctx context.Context, cfg config.Config, secret config.Secret, db
 		CORSAllowCredentials:  cfg.CORS.AllowCredentials,
 		CORSMaxAge:            cfg.CORS.MaxAge.D(),
 		ResponseHeaderTimeout: cfg.Proxy.ResponseHeaderTimeout.D(),
+		Transport:             st.transport,
 		TrustedProxies:        trusted,
 		AllowedHosts:          cfg.Proxy.AllowedHosts,
 		StripHeaders:          cfg.Proxy.StripHeaders,
 		ForwardAuthorization:  cfg.Proxy.ForwardAuthorization,
 		Leeway:                cfg.Auth.Leeway.D(),
-		Metrics:               metrics,
+		Metrics:               st.metrics,
 		Logger:                log,
 	})
 	if err != nil {
 		return nil, err
 	}
 	// The request path, outermost first.
-	st.handler = proxy.Chain(p,
+	h := proxy.Chain(p,
 		proxy.Recover(log),
 		proxy.RequestID(),
-		proxy.Observe(metrics, lg.access),
+		proxy.Observe(st.metrics, st.lg.accessFor(cfg.Log)),
 	)
-	built = true
-	return st, nil
+	return &generation{cfg: cfg, handler: h}, nil
+}
+
+// apply makes cfg the config in force: a new generation for every later
+// request, the key cache's timings, the log level. The caller has checked
+// that cfg changes only reloadable keys (config.RestartKeys). On error
+// nothing has changed.
+func (st *stack) apply(cfg config.Config) error {
+	g, err := st.build(cfg)
+	if err != nil {
+		return err
+	}
+	st.keys.SetMaxAge(cfg.Keys.MaxAge.D())
+	st.keys.SetCooldown(cfg.Keys.Cooldown.D())
+	st.keys.SetStaleIfError(staleIfError(cfg))
+	st.lg.level.Set(logLevel(cfg.Log.Level))
+	st.current.Store(g)
+	return nil
 }
 
 // countQueries counts every store query by the route class of the request

@@ -42,6 +42,7 @@ func TestMetricsGolden(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	newReloadMetrics(reg) // serve registers them beside the stack
 	srv := httptest.NewServer(st.handler)
 	defer srv.Close()
 	do := func(method, path, body string, hdr ...string) *http.Response {
@@ -82,7 +83,7 @@ func TestMetricsGolden(t *testing.T) {
 		"authsidecar_signins_total", "authsidecar_signups_total", "authsidecar_jwts_issued_total",
 		"authsidecar_keyset_refreshes_total", "authsidecar_keyset_usable", "authsidecar_keys_loaded", "authsidecar_inflight_requests",
 		"authsidecar_token_cache_hits_total", "authsidecar_token_cache_misses_total", "authsidecar_token_cache_entries",
-		"authsidecar_websocket_closed_total",
+		"authsidecar_websocket_closed_total", "authsidecar_config_reloads_total",
 	}
 	golden := filepath.Join("testdata", "metrics.golden")
 	if *update {

@@ -9,7 +9,9 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"os"
+	"os/signal"
 	"runtime/debug"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -28,7 +30,12 @@ func cmdServe(ctx context.Context, e *cliEnv, args []string) error {
 	if err := noArgs("serve", args); err != nil {
 		return err
 	}
-	cfg, secret, err := loadConfig(e)
+	// Caught from the start: SIGHUP's default action ends the process,
+	// and systemd may send it (ExecReload) as soon as the unit is up.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	cfg, secret, hash, err := loadConfigHash(e)
 	if err != nil {
 		return err
 	}
@@ -53,13 +60,28 @@ func cmdServe(ctx context.Context, e *cliEnv, args []string) error {
 	watchdogDone := make(chan struct{})
 	go func() { defer close(watchdogDone); sd.Watchdog(wctx) }()
 	defer func() { stopWatchdog(); <-watchdogDone }()
-	return serve(ctx, cfg, secret, e.getenv, lg, nil, sd.Ready)
+	return serve(ctx, cfg, secret, e.getenv, lg, nil, serveHooks{
+		configPath: e.configPath, configHash: hash, hup: hup,
+		onReady: sd.Ready, onReloading: sd.Reloading,
+	})
+}
+
+// serveHooks connect serve to its process. Every field may be zero.
+type serveHooks struct {
+	// configPath is the file reloads re-read, configHash its fileHash at
+	// start-up. Zero: no file (the demo), no reload.
+	configPath, configHash string
+	// hup delivers SIGHUP: reload. Zero: no signal reloads.
+	hup <-chan os.Signal
+	// onReady is called once both listeners accept, and after each
+	// reload; onReloading before each reload (systemd's READY=1 and
+	// RELOADING=1).
+	onReady, onReloading func()
 }
 
 // serve runs the sidecar until ctx ends. ln, when not nil, is the public
-// listener already bound (the demo binds first to learn its port); onReady,
-// when not nil, is called once both listeners accept.
-func serve(ctx context.Context, cfg config.Config, secret config.Secret, getenv func(string) string, lg logs, ln net.Listener, onReady func()) error {
+// listener already bound (the demo binds first to learn its port).
+func serve(ctx context.Context, cfg config.Config, secret config.Secret, getenv func(string) string, lg logs, ln net.Listener, hooks serveHooks) error {
 	log := lg.log
 	// Collect when the heap reaches gcHeapFloor (or twice the live heap,
 	// if more) instead of every 4 MiB: about a sixth as many collections
@@ -84,6 +106,16 @@ func serve(ctx context.Context, cfg config.Config, secret config.Secret, getenv 
 		return err
 	}
 	defer st.keys.Close()
+	rm := newReloadMetrics(reg)
+	rm.loaded(hooks.configHash, time.Now())
+	var rl *reloader
+	if hooks.configPath != "" {
+		rl = &reloader{
+			path: hooks.configPath, st: st, log: log, metrics: rm,
+			reloading: hooks.onReloading, ready: hooks.onReady,
+			cfg: cfg, hash: hooks.configHash,
+		}
+	}
 	// Start-up hashed a dummy password (the issuer's timing guard for
 	// unknown emails): 32 MiB of scrypt garbage that an idle sidecar would
 	// otherwise keep resident until the runtime's two-minute forced GC.
@@ -135,7 +167,7 @@ func serve(ctx context.Context, cfg config.Config, secret config.Secret, getenv 
 		Listener: ln, Tracker: mainTracker, Grace: cfg.Shutdown.Grace.D(), OnDrain: hl.Drain, Logger: log,
 	}
 	admin := &server.Server{
-		HTTP:     newHTTPServer(adminTracker.Middleware(adminMux(reg, hl, cfg.Metrics.Pprof)), log),
+		HTTP:     newHTTPServer(adminTracker.Middleware(adminMux(reg, hl, cfg.Metrics.Pprof, rl)), log),
 		Listener: adminLn, Tracker: adminTracker, Grace: time.Second, Logger: log,
 	}
 	log.Info("listening", "addr", ln.Addr().String(), "metrics_addr", adminLn.Addr().String(),
@@ -146,10 +178,25 @@ func serve(ctx context.Context, cfg config.Config, secret config.Secret, getenv 
 	adminCtx, stopAdmin := context.WithCancel(context.Background())
 	adminErr := make(chan error, 1)
 	go func() { adminErr <- admin.Run(adminCtx) }()
-	if onReady != nil {
-		onReady()
+	if hooks.onReady != nil {
+		hooks.onReady()
 	}
+	hupDone := make(chan struct{})
+	go func() {
+		defer close(hupDone)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-hooks.hup: // never ready when nil
+				if rl != nil {
+					rl.reload() // logged and counted; the old config stays on error
+				}
+			}
+		}
+	}()
 	err = public.Run(ctx)
+	<-hupDone // a reload under way ends before the store closes
 	stopAdmin()
 	if aerr := <-adminErr; err == nil {
 		err = aerr
@@ -177,8 +224,12 @@ func newHTTPServer(h http.Handler, log *slog.Logger) *http.Server {
 
 // adminMux serves the operator endpoints, on their own listener: never on
 // the public port, never on http.DefaultServeMux.
-func adminMux(reg *prometheus.Registry, hl *health.Health, profiling bool) http.Handler {
+// rl, when not nil, serves POST /-/reload.
+func adminMux(reg *prometheus.Registry, hl *health.Health, profiling bool, rl *reloader) http.Handler {
 	mux := http.NewServeMux()
+	if rl != nil {
+		mux.Handle("POST /-/reload", rl)
+	}
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	mux.HandleFunc("GET /healthz", hl.Live)
 	mux.HandleFunc("GET /readyz", hl.Ready)

@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
 	"strings"
 
 	"github.com/authsidecar/authsidecar/config"
@@ -17,51 +18,78 @@ import (
 // loadConfig reads the config file and, when the mode needs it, the
 // secret.
 func loadConfig(e *cliEnv) (config.Config, config.Secret, error) {
-	cfg, err := config.Load(e.configPath)
+	cfg, secret, _, err := loadConfigHash(e)
+	return cfg, secret, err
+}
+
+// loadConfigHash is loadConfig that also returns the file's fileHash.
+func loadConfigHash(e *cliEnv) (config.Config, config.Secret, string, error) {
+	data, err := os.ReadFile(e.configPath)
 	if err != nil {
-		return config.Config{}, config.Secret{}, err
+		return config.Config{}, config.Secret{}, "", fmt.Errorf("config: %w", err)
+	}
+	cfg, err := config.Parse(e.configPath, data)
+	if err != nil {
+		return config.Config{}, config.Secret{}, "", err
 	}
 	if !cfg.NeedsSecret() {
-		return cfg, config.Secret{}, nil
+		return cfg, config.Secret{}, fileHash(data), nil
 	}
 	secret, err := cfg.LoadSecret(e.getenv)
 	if err != nil {
-		return config.Config{}, config.Secret{}, err
+		return config.Config{}, config.Secret{}, "", err
 	}
-	return cfg, secret, nil
+	return cfg, secret, fileHash(data), nil
 }
 
 // logs are the process log and the access log (nil when off), writing to
-// one destination.
+// one destination. level is the process log's, changed by a reload.
 type logs struct {
 	log    *slog.Logger
 	access proxy.AccessLog
+	level  *slog.LevelVar
+	w      io.Writer
 }
 
 func newLogs(cfg config.Log, w io.Writer) logs {
-	lg := logs{log: newLogger(cfg, w)}
-	switch {
-	case !cfg.Access || !lg.log.Enabled(context.Background(), slog.LevelInfo):
-	case cfg.Format == "json":
-		lg.access = proxy.JSONAccessLog(w, lg.log)
-	default:
-		lg.access = proxy.SlogAccessLog(lg.log)
-	}
+	level := new(slog.LevelVar)
+	level.Set(logLevel(cfg.Level))
+	lg := logs{log: leveledLogger(cfg.Format, level, w), level: level, w: w}
+	lg.access = lg.accessFor(cfg)
 	return lg
 }
 
-func newLogger(cfg config.Log, w io.Writer) *slog.Logger {
-	var level slog.Level
-	switch cfg.Level {
-	case "debug":
-		level = slog.LevelDebug
-	case "warn":
-		level = slog.LevelWarn
-	case "error":
-		level = slog.LevelError
+// accessFor is the access log cfg asks for: off when log.access is false
+// or log.level is above info (its lines are info).
+func (lg logs) accessFor(cfg config.Log) proxy.AccessLog {
+	switch {
+	case !cfg.Access || logLevel(cfg.Level) > slog.LevelInfo:
+		return nil
+	case cfg.Format == "json":
+		return proxy.JSONAccessLog(lg.w, lg.log)
 	}
+	return proxy.SlogAccessLog(lg.log)
+}
+
+func logLevel(name string) slog.Level {
+	switch name {
+	case "debug":
+		return slog.LevelDebug
+	case "warn":
+		return slog.LevelWarn
+	case "error":
+		return slog.LevelError
+	}
+	return slog.LevelInfo
+}
+
+func newLogger(cfg config.Log, w io.Writer) *slog.Logger {
+	return leveledLogger(cfg.Format, logLevel(cfg.Level), w)
+}
+
+func leveledLogger(format string, level slog.Leveler, w io.Writer) *slog.Logger {
 	opts := &slog.HandlerOptions{Level: level}
-	if cfg.Format == "text" {
+	if format == "text" {
 		return slog.New(slog.NewTextHandler(w, opts))
 	}
 	return slog.New(slog.NewJSONHandler(w, opts))
