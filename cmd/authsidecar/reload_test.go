@@ -19,20 +19,21 @@ import (
 type reloadFile struct {
 	path, db, upstream string
 	port, metricsPort  int
+	log                string // line 5's flow mapping
 }
 
 func newReloadFile(t *testing.T, upstream string) *reloadFile {
 	dir := t.TempDir()
 	return &reloadFile{
 		path: filepath.Join(dir, "sidecar.yaml"), db: filepath.Join(dir, "auth.db"), upstream: upstream,
-		port: freePort(t), metricsPort: freePort(t),
+		port: freePort(t), metricsPort: freePort(t), log: "{ format: json, level: info }",
 	}
 }
 
 func (f *reloadFile) write(t *testing.T, extra string) {
 	t.Helper()
-	writeFile(t, f.path, fmt.Sprintf("listen: \"127.0.0.1:%d\"\nbase_url: \"http://127.0.0.1:%d\"\nupstream: %q\ndatabase: { driver: sqlite, path: %q }\nlog: { format: json, level: info }\nmetrics: { listen: \"127.0.0.1:%d\" }\n%s",
-		f.port, f.port, f.upstream, f.db, f.metricsPort, extra))
+	writeFile(t, f.path, fmt.Sprintf("listen: \"127.0.0.1:%d\"\nbase_url: \"http://127.0.0.1:%d\"\nupstream: %q\ndatabase: { driver: sqlite, path: %q }\nlog: %s\nmetrics: { listen: \"127.0.0.1:%d\" }\n%s",
+		f.port, f.port, f.upstream, f.db, f.log, f.metricsPort, extra))
 }
 
 // hup sends SIGHUP and waits for the log line that ends the reload it
