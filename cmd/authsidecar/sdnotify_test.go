@@ -144,6 +144,38 @@ log: { format: json, level: info }
 	}
 	t.Logf("%d pings in %s (WATCHDOG_USEC=%s)", pings, time.Since(start).Round(time.Millisecond), watchdog)
 
+	// Reload (Type=notify-reload sends SIGHUP): RELOADING=1 with
+	// MONOTONIC_USEC, then READY=1, whether the file was applied or
+	// refused (the service runs on either way).
+	for _, tc := range []struct{ name, file string }{
+		{"same file", ""},
+		{"invalid file", "bogus_key: 1\n"},
+	} {
+		if tc.file != "" {
+			writeFile(t, cfg, tc.file)
+		}
+		if err := p.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+			t.Fatal(err)
+		}
+		var states []string
+		for deadline := time.Now().Add(10 * time.Second); len(states) < 2; {
+			m, ok := sd.next(deadline)
+			if !ok {
+				t.Fatalf("%s: after SIGHUP got %q within 10s, want RELOADING=1 then READY=1; log:\n%s", tc.name, states, p.stderr.String())
+			}
+			if m.state == "WATCHDOG=1" {
+				continue
+			}
+			if m.pid != pid {
+				t.Fatalf("%s: %q from pid %d, want the main pid %d", tc.name, m.state, m.pid, pid)
+			}
+			states = append(states, m.state)
+		}
+		if !strings.HasPrefix(states[0], "RELOADING=1\nMONOTONIC_USEC=") || states[1] != "READY=1" {
+			t.Errorf("%s: after SIGHUP got %q, want RELOADING=1 with MONOTONIC_USEC, then READY=1", tc.name, states)
+		}
+	}
+
 	// Shutdown: STOPPING=1 on SIGTERM, then a clean exit.
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
