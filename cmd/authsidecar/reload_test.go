@@ -239,3 +239,47 @@ func TestReloadBinary(t *testing.T) {
 		}
 	})
 }
+
+// TestReloadVerifier: a verifier reloads too (its generation has no
+// issuer): allowed hosts and stale_if_error apply; a new keys.jwks_url is
+// refused, being a restart key.
+func TestReloadVerifier(t *testing.T) {
+	up := echoUpstream(t)
+	issuerFile := newReloadFile(t, up.URL)
+	issuerFile.write(t, "")
+	iss := startSidecar(t, issuerFile.path, issuerFile.port, e2eSecret)
+	_, jwt := signUp(t, iss, "vera@example.com", "correct-horse-battery")
+
+	dir := t.TempDir()
+	port, metricsPort := freePort(t), freePort(t)
+	path := filepath.Join(dir, "verifier.yaml")
+	write := func(extra string) {
+		writeFile(t, path, fmt.Sprintf("mode: verifier\nlisten: \"127.0.0.1:%d\"\nmetrics: { listen: \"127.0.0.1:%d\" }\nupstream: %q\nlog: { format: json, level: info }\n%s",
+			port, metricsPort, up.URL, extra))
+	}
+	jwks := fmt.Sprintf("keys: { jwks_url: \"%s/api/auth/jwks\", stale_if_error: %%s }\n", iss.base)
+	write(fmt.Sprintf(jwks, "1h"))
+	v := startSidecar(t, path, port, "")
+	admin := &sidecar{base: v.metrics}
+	if got := status(t, v, "/api/tasks", jwt); got != 200 {
+		t.Fatalf("verifier before any reload: got %d, want 200", got)
+	}
+
+	write(fmt.Sprintf(jwks, "2h") + "proxy: { allowed_hosts: [\"api.example.com\"] }\n")
+	if res, body := admin.do(t, "POST", "/-/reload", ""); res.StatusCode != 200 {
+		t.Fatalf("reload: got %d %s, want 200", res.StatusCode, body)
+	}
+	res, body := v.do(t, "GET", "/api/tasks", "", "Authorization", "Bearer "+jwt)
+	if res.StatusCode != 400 || jsonCode(body) != "BAD_HOST" {
+		t.Errorf("host 127.0.0.1 once only api.example.com is allowed: got %d %s, want 400 BAD_HOST", res.StatusCode, body)
+	}
+
+	write(strings.Replace(fmt.Sprintf(jwks, "2h"), "/api/auth/jwks", "/other/jwks", 1))
+	res, body = admin.do(t, "POST", "/-/reload", "")
+	if res.StatusCode != 500 || !strings.Contains(string(body), "changed keys need a restart: keys.jwks_url") {
+		t.Fatalf("reload with a new jwks_url: got %d %s, want 500 naming keys.jwks_url", res.StatusCode, body)
+	}
+	if res, _ := v.do(t, "GET", "/api/tasks", "", "Authorization", "Bearer "+jwt); res.StatusCode != 400 {
+		t.Errorf("after a refused reload: got %d, want 400 (the allowed hosts in force stay)", res.StatusCode)
+	}
+}
