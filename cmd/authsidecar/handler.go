@@ -31,7 +31,6 @@ type stack struct {
 	issuer  *issuer.Issuer // the first generation's; keys are shared
 	keys    *proxy.KeyCache
 
-	cfg       config.Config // the start-up config: the restart keys
 	secret    config.Secret
 	db        *sqlstore.DB
 	lg        logs
@@ -45,7 +44,6 @@ type stack struct {
 
 // generation is one config's request handling, immutable once built.
 type generation struct {
-	cfg     config.Config
 	handler http.Handler
 }
 
@@ -102,7 +100,7 @@ func buildStack(ctx context.Context, cfg config.Config, secret config.Secret, db
 		return nil, fmt.Errorf("upstream: %w", err)
 	}
 	st := &stack{
-		keys: keys, cfg: cfg, secret: secret, db: db, lg: lg, metrics: metrics, upstream: upstream,
+		keys: keys, secret: secret, db: db, lg: lg, metrics: metrics, upstream: upstream,
 		transport: proxy.NewTransport(cfg.Proxy.ResponseHeaderTimeout.D()),
 	}
 	if cfg.Verifier() {
@@ -247,7 +245,7 @@ func (st *stack) build(cfg config.Config) (*generation, error) {
 		proxy.RequestID(),
 		proxy.Observe(st.metrics, st.lg.accessFor(cfg.Log)),
 	)
-	return &generation{cfg: cfg, handler: h}, nil
+	return &generation{handler: h}, nil
 }
 
 // apply makes cfg the config in force: a new generation for every later
