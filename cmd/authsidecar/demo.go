@@ -122,7 +122,15 @@ func demoUpstream() http.Handler {
 }
 
 // echo is the demo upstream: it answers with the request it received.
-func echo(w http.ResponseWriter, r *http.Request) {
+var echo = echoAs("authsidecar demo echo")
+
+// echoAs is an echo upstream that says name in its answers, so a walk
+// through several upstreams shows which one answered.
+func echoAs(name string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) { echoRequest(w, r, name) }
+}
+
+func echoRequest(w http.ResponseWriter, r *http.Request, name string) {
 	io.Copy(io.Discard, io.LimitReader(r.Body, 1<<20))
 	headers := map[string]string{}
 	names := make([]string, 0, len(r.Header))
@@ -142,5 +150,5 @@ func echo(w http.ResponseWriter, r *http.Request) {
 		Path     string            `json:"path"`
 		UserID   string            `json:"x_user_id"`
 		Headers  map[string]string `json:"headers"`
-	}{"authsidecar demo echo", r.Method, r.URL.Path, r.Header.Get("X-User-Id"), headers})
+	}{name, r.Method, r.URL.Path, r.Header.Get("X-User-Id"), headers})
 }

@@ -7,7 +7,6 @@ import (
 	"context"
 	"database/sql"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -483,7 +482,7 @@ func readmeHelper() int {
 	}
 	for addr, h := range map[string]http.Handler{
 		"127.0.0.1:3000": readmeApp(),
-		"127.0.0.1:4000": readmeEcho("the second service"),
+		"127.0.0.1:4000": echoAs("the second service"),
 	} {
 		ln, err := net.Listen("tcp", addr)
 		if err != nil {
@@ -572,21 +571,6 @@ func readmeApp() http.Handler {
 	mux.Handle("/ws/chat", webclient.EchoWebSocket())
 	mux.HandleFunc("/", echo)
 	return mux
-}
-
-// readmeEcho answers like the demo's echo, under another name.
-func readmeEcho(name string) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		enc.Encode(struct {
-			Upstream string `json:"upstream"`
-			Method   string `json:"method"`
-			Path     string `json:"path"`
-			UserID   string `json:"x_user_id"`
-		}{name, r.Method, r.URL.Path, r.Header.Get("X-User-Id")})
-	})
 }
 
 // loopbackUp sets IFF_UP on lo: a new network namespace starts with its

@@ -242,6 +242,25 @@ func (w *walker) enter(end byte) (empty bool, err error) {
 	return false, nil
 }
 
+// next steps over what follows an element or member: a comma (done is
+// false, another comes) or end, which leaves the level (done is true).
+func (w *walker) next(end byte) (done bool, err error) {
+	w.space()
+	if w.i >= len(w.b) {
+		return false, ErrInvalid
+	}
+	c := w.b[w.i]
+	w.i++
+	switch c {
+	case end:
+		w.depth--
+		return true, nil
+	case ',':
+		return false, nil
+	}
+	return false, ErrInvalid
+}
+
 func (w *walker) array() error {
 	if empty, err := w.enter(']'); empty || err != nil {
 		return err
@@ -250,19 +269,8 @@ func (w *walker) array() error {
 		if err := w.value(); err != nil {
 			return err
 		}
-		w.space()
-		if w.i >= len(w.b) {
-			return ErrInvalid
-		}
-		c := w.b[w.i]
-		w.i++
-		switch c {
-		case ']':
-			w.depth--
-			return nil
-		case ',':
-		default:
-			return ErrInvalid
+		if done, err := w.next(']'); done || err != nil {
+			return err
 		}
 	}
 }
@@ -320,19 +328,8 @@ func (w *walker) object() error {
 				w.fnErr, w.skipped = err, true
 			}
 		}
-		w.space()
-		if w.i >= len(w.b) {
-			return ErrInvalid
-		}
-		c := w.b[w.i]
-		w.i++
-		switch c {
-		case '}':
-			w.depth--
-			return nil
-		case ',':
-		default:
-			return ErrInvalid
+		if done, err := w.next('}'); done || err != nil {
+			return err
 		}
 	}
 }
