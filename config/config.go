@@ -50,6 +50,7 @@ type Config struct {
 	Log      Log      `yaml:"log"`
 	Shutdown Shutdown `yaml:"shutdown"`
 	Cache    Cache    `yaml:"cache"`
+	Email    Email    `yaml:"email"`
 }
 
 // Database says where users, sessions and signing keys are stored.
@@ -119,6 +120,31 @@ type Auth struct {
 	// default port, path, trailing slash, query or userinfo; anything else
 	// would never match.
 	TrustedOrigins []string `yaml:"trusted_origins"`
+	// ResetTokenTTL is how long a password-reset link works. Default 1h.
+	// At least 1s.
+	ResetTokenTTL Duration `yaml:"reset_token_ttl"`
+	// VerificationTokenTTL is how long an email-verification link works.
+	// Default 24h. At least 1s.
+	VerificationTokenTTL Duration `yaml:"verification_token_ttl"`
+	// RequireEmailVerification refuses sign-in (403 EMAIL_NOT_VERIFIED) to
+	// users who have not followed a verification link, and makes sign-up
+	// send that link instead of starting a session. Default false. Needs
+	// Email.Delivery other than "off".
+	RequireEmailVerification bool `yaml:"require_email_verification"`
+	// SendVerificationOnSignin re-sends the verification link when an
+	// unverified user signs in with the right password (and is refused).
+	// Default false, as Better Auth's sendOnSignIn.
+	SendVerificationOnSignin bool `yaml:"send_verification_on_signin"`
+	// RevokeSessionsOnPasswordReset ends every cookie session of a user
+	// whose password is reset by link. Default true (Better Auth's default
+	// is false): whoever had the old password may hold a session. Issued
+	// JWTs stay valid to their expiry either way.
+	RevokeSessionsOnPasswordReset bool `yaml:"revoke_sessions_on_password_reset"`
+	// ResetPageURL is where a mailed reset link lands when the client gave
+	// no redirectTo. Default empty: the sidecar's own page at
+	// /api/auth/reset-password-page. Relative, or on base_url's origin or
+	// a trusted origin.
+	ResetPageURL string `yaml:"reset_page_url"`
 }
 
 // Keys configures the in-memory cache of public signing keys (JWKS).
@@ -249,6 +275,84 @@ type Limits struct {
 	// deliberately expensive; excess requests wait. Default 0, meaning
 	// GOMAXPROCS. Must not be negative.
 	PasswordHashConcurrency int `yaml:"password_hash_concurrency"`
+	// MailPerEmail limits reset and verification mails per address, counted
+	// in the database so it holds across replicas. Over it the answer does
+	// not change (200) and no mail is queued, for known and unknown
+	// addresses alike. Default "3/h". Zero: off.
+	MailPerEmail Rate `yaml:"mail_per_email"`
+	// MailPerIP limits request-password-reset and send-verification-email
+	// calls per client IP (429 beyond). Default "10/h". Zero: off.
+	MailPerIP Rate `yaml:"mail_per_ip"`
+	// TokenPerIP limits uses of reset and verification links (reset-password,
+	// verify-email) per client IP, slowing a token-guessing run (429
+	// beyond). Default "30/m". Zero: off.
+	TokenPerIP Rate `yaml:"token_per_ip"`
+}
+
+// Email configures how password-reset and verification mails are
+// delivered. Mails are queued in the database with their token and sent by
+// a background worker with retries, so none is lost to a crash.
+type Email struct {
+	// Delivery is "off" (default: the mail endpoints answer 400), "smtp",
+	// "webhook" (POST the message to the application, which mails it) or
+	// "log" (write the message and its link to the log; development only).
+	Delivery string `yaml:"delivery"`
+	// From is the sender address of SMTP mails, like
+	// "Example <no-reply@example.com>". Required for smtp.
+	From string `yaml:"from"`
+	// MaxAttempts is how many deliveries of one message are tried before it
+	// is marked dead (counted; see "authsidecar outbox"). Default 10,
+	// between 1 and 100. Retries back off exponentially from 5s to 1h.
+	MaxAttempts int     `yaml:"max_attempts"`
+	SMTP        SMTP    `yaml:"smtp"`
+	Webhook     Webhook `yaml:"webhook"`
+	// Templates override the built-in mails, per message type.
+	Templates EmailTemplates `yaml:"templates"`
+}
+
+// SMTP configures delivery to a mail server.
+type SMTP struct {
+	// Addr is the server's host:port. Required for smtp.
+	Addr string `yaml:"addr"`
+	// Username enables AUTH (PLAIN, over TLS) when not empty.
+	Username string `yaml:"username"`
+	// PasswordEnv names the environment variable holding the password.
+	// Default "SMTP_PASSWORD"; read only when Username is set.
+	PasswordEnv string `yaml:"password_env"`
+	// TLS is "starttls" (default; the server must offer it), "implicit"
+	// (TLS from the first byte, port 465) or "none" (only to a loopback
+	// address: mails carry working links).
+	TLS string `yaml:"tls"`
+	// CAFile is a PEM bundle of extra CAs trusted for the server's
+	// certificate, besides the system roots. Default empty.
+	CAFile string `yaml:"ca_file"`
+}
+
+// Webhook configures delivery by HTTP POST to the application.
+type Webhook struct {
+	// URL receives each message as signed JSON (Standard Webhooks). https,
+	// or http only to a loopback address. Required for webhook.
+	URL string `yaml:"url"`
+	// SecretEnv names the environment variable holding the signing secret
+	// in its "whsec_<base64>" form. Default "EMAIL_WEBHOOK_SECRET".
+	SecretEnv string `yaml:"secret_env"`
+	// Timeout bounds one delivery attempt. Default 10s.
+	Timeout Duration `yaml:"timeout"`
+}
+
+// EmailTemplates names files that replace the built-in mail templates.
+type EmailTemplates struct {
+	PasswordReset     TemplateFiles `yaml:"password_reset"`
+	EmailVerification TemplateFiles `yaml:"email_verification"`
+}
+
+// TemplateFiles are the parts of one mail. Empty: the built-in part. The
+// files are Go templates (text/template for subject and text,
+// html/template for html), checked at start-up and by "authsidecar check".
+type TemplateFiles struct {
+	Subject string `yaml:"subject"`
+	Text    string `yaml:"text"`
+	HTML    string `yaml:"html"`
 }
 
 // Metrics configures the admin listener.
@@ -324,7 +428,10 @@ func Default() Config {
 			MaxPasswordLength: 128,
 			// Empty, not nil: "trusted_origins: []" decodes to an empty
 			// slice, and the shipped file must decode to exactly Default().
-			TrustedOrigins: []string{},
+			TrustedOrigins:                []string{},
+			ResetTokenTTL:                 Duration(time.Hour),
+			VerificationTokenTTL:          Duration(24 * time.Hour),
+			RevokeSessionsOnPasswordReset: true,
 		},
 		Keys: Keys{MaxAge: Duration(10 * time.Minute), Cooldown: Duration(30 * time.Second), StaleIfError: Duration(time.Hour)},
 		Routes: Routes{
@@ -346,11 +453,20 @@ func Default() Config {
 			SigninPerEmail: Rate{N: 5, Per: time.Minute},
 			SigninPerIP:    Rate{N: 20, Per: time.Minute},
 			SignupPerIP:    Rate{N: 10, Per: time.Minute},
+			MailPerEmail:   Rate{N: 3, Per: time.Hour},
+			MailPerIP:      Rate{N: 10, Per: time.Hour},
+			TokenPerIP:     Rate{N: 30, Per: time.Minute},
 		},
 		Metrics:  Metrics{Listen: "127.0.0.1:9090"},
 		Health:   Health{ReadyRequiresDatabase: true},
 		Log:      Log{Format: "json", Level: "info", Access: true},
 		Shutdown: Shutdown{Grace: Duration(25 * time.Second)},
 		Cache:    Cache{VerifiedTokens: 100000},
+		Email: Email{
+			Delivery:    "off",
+			MaxAttempts: 10,
+			SMTP:        SMTP{PasswordEnv: "SMTP_PASSWORD", TLS: "starttls"},
+			Webhook:     Webhook{SecretEnv: "EMAIL_WEBHOOK_SECRET", Timeout: Duration(10 * time.Second)},
+		},
 	}
 }

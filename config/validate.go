@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // fieldError is one problem found by Validate: the YAML path of the
@@ -53,6 +54,7 @@ func (c Config) Validate() error {
 	p.notNegative("cors.max_age", c.CORS.MaxAge)
 	p.proxy(c.Proxy)
 	p.limits(c.Limits)
+	p.email(c)
 	p.check("metrics.listen", checkListen(c.Metrics.Listen))
 	if c.Metrics.Listen == c.Listen && checkListen(c.Listen) == nil && !strings.HasSuffix(c.Listen, ":0") {
 		p.addRelated("metrics.listen", "listen", "must differ from listen (both are %q)", c.Listen)
@@ -155,6 +157,32 @@ func (p *problems) auth(a Auth, secure bool) {
 		p.add("auth.max_password_length", "must be at most %d, got %d", maxPasswordLength, a.MaxPasswordLength)
 	}
 	p.list("auth.trusted_origins", a.TrustedOrigins, checkOrigin)
+	p.atLeastSecond("auth.reset_token_ttl", a.ResetTokenTTL)
+	p.atLeastSecond("auth.verification_token_ttl", a.VerificationTokenTTL)
+	if a.ResetPageURL != "" {
+		p.check("auth.reset_page_url", checkResetPage(a.ResetPageURL))
+	}
+}
+
+// atLeastSecond: link lifetimes are stored in milliseconds but meant in
+// seconds at least; tests use 1s.
+func (p *problems) atLeastSecond(path string, d Duration) {
+	if d < Duration(time.Second) {
+		p.add(path, "must be at least 1s, got %s", d)
+	}
+}
+
+// checkResetPage wants a path on this origin or an absolute http(s) URL;
+// whether its origin is trusted is checked against auth.trusted_origins
+// when the issuer starts.
+func checkResetPage(s string) error {
+	if strings.HasPrefix(s, "/") && !strings.HasPrefix(s, "//") && !strings.ContainsAny(s, "\\?#") {
+		return nil
+	}
+	if err := checkHTTPURL(s); err != nil {
+		return fmt.Errorf("want a path like /reset or an absolute URL: %w", err)
+	}
+	return nil
 }
 
 // maxPasswordLength bounds the bytes one sign-in hashes.
@@ -198,6 +226,9 @@ func (p *problems) limits(l Limits) {
 	p.rate("limits.signin_per_email", l.SigninPerEmail)
 	p.rate("limits.signin_per_ip", l.SigninPerIP)
 	p.rate("limits.signup_per_ip", l.SignupPerIP)
+	p.rate("limits.mail_per_email", l.MailPerEmail)
+	p.rate("limits.mail_per_ip", l.MailPerIP)
+	p.rate("limits.token_per_ip", l.TokenPerIP)
 	if l.PasswordHashConcurrency < 0 {
 		p.add("limits.password_hash_concurrency", "must not be negative (0 means GOMAXPROCS), got %d", l.PasswordHashConcurrency)
 	}

@@ -55,6 +55,46 @@ func TestValidate(t *testing.T) {
 			c.BaseURL, c.Auth.CookieSameSite = "https://app.example.com", "none"
 		}, ""},
 		{"same_site strict", func(c *Config) { c.Auth.CookieSameSite = "strict" }, ""},
+		{"require verification with mail off", func(c *Config) { c.Auth.RequireEmailVerification = true },
+			`auth.require_email_verification: needs a way to send the verification mail, and email.delivery is "off": set it to "smtp", "webhook" or "log"`},
+		{"require verification with log", func(c *Config) { c.Auth.RequireEmailVerification, c.Email.Delivery = true, "log" }, ""},
+		{"send on sign-in without require", func(c *Config) { c.Auth.SendVerificationOnSignin, c.Email.Delivery = true, "log" },
+			`auth.send_verification_on_signin: only acts when auth.require_email_verification is true (sign-in is refused to unverified users only then)`},
+		{"reset ttl under a second", func(c *Config) { c.Auth.ResetTokenTTL = Duration(500 * time.Millisecond) },
+			`auth.reset_token_ttl: must be at least 1s, got 500ms`},
+		{"verification ttl 1s", func(c *Config) { c.Auth.VerificationTokenTTL = Duration(time.Second) }, ""},
+		{"reset page path", func(c *Config) { c.Auth.ResetPageURL = "/account/reset" }, ""},
+		{"reset page protocol-relative", func(c *Config) { c.Auth.ResetPageURL = "//evil.example/reset" },
+			`auth.reset_page_url: want a path like /reset or an absolute URL: must be an absolute http or https URL like https://app.example.com, got "//evil.example/reset"`},
+		{"delivery unknown", func(c *Config) { c.Email.Delivery = "sendmail" },
+			`email.delivery: must be "off", "smtp", "webhook" or "log", got "sendmail"`},
+		{"smtp without addr and from", func(c *Config) { c.Email.Delivery = "smtp" },
+			`email.from: is required for delivery "smtp": the sender, like "Example <no-reply@example.com>"` + "\n" +
+				`email.smtp.addr: is required for delivery "smtp": the mail server's host:port, like smtp.example.com:587`},
+		{"smtp good", func(c *Config) {
+			c.Email.Delivery, c.Email.From, c.Email.SMTP.Addr = "smtp", "Example <no-reply@example.com>", "smtp.example.com:587"
+		}, ""},
+		{"smtp tls none to a remote host", func(c *Config) {
+			c.Email.Delivery, c.Email.From, c.Email.SMTP.Addr, c.Email.SMTP.TLS = "smtp", "a@example.com", "smtp.example.com:25", "none"
+		}, `email.smtp.tls: "none" is only allowed to a loopback address (mails carry working links): use "starttls" or "implicit" for smtp.example.com:25`},
+		{"smtp tls none to loopback", func(c *Config) {
+			c.Email.Delivery, c.Email.From, c.Email.SMTP.Addr, c.Email.SMTP.TLS = "smtp", "a@example.com", "127.0.0.1:2525", "none"
+		}, ""},
+		{"smtp from with a newline", func(c *Config) {
+			c.Email.Delivery, c.Email.From, c.Email.SMTP.Addr = "smtp", "a@example.com\nBcc: b@example.com", "smtp.example.com:587"
+		}, `email.from: must be one line`},
+		{"webhook over http to a remote host", func(c *Config) {
+			c.Email.Delivery, c.Email.Webhook.URL = "webhook", "http://app.example.com/hook"
+		}, `email.webhook.url: "http://app.example.com/hook": plain http is only allowed to a loopback address (the body holds a working reset link); use https`},
+		{"webhook over http to loopback", func(c *Config) { c.Email.Delivery, c.Email.Webhook.URL = "webhook", "http://127.0.0.1:3000/hook" }, ""},
+		{"max attempts zero", func(c *Config) { c.Email.MaxAttempts = 0 }, `email.max_attempts: must be between 1 and 100, got 0`},
+		{"mail in verifier mode", func(c *Config) {
+			c.Mode, c.Database.Driver, c.Keys.JWKSURL, c.Email.Delivery = "verifier", "none", "https://auth.example.com/api/auth/jwks", "log"
+			c.Routes.CookieOnly, c.Routes.Admin = nil, nil
+		}, `email.delivery: must be "off" in mode verifier, which serves no /api/auth/*`},
+		{"mail limit negative", func(c *Config) { c.Limits.MailPerEmail = Rate{N: -1, Per: time.Hour} },
+			`limits.mail_per_email: must not be negative (0 disables the limit), got -1`},
+
 		{"password lengths equal", func(c *Config) { c.Auth.MinPasswordLength, c.Auth.MaxPasswordLength = 12, 12 }, ""},
 		{"password lengths at bounds", func(c *Config) { c.Auth.MinPasswordLength, c.Auth.MaxPasswordLength = 1, 1024 }, ""},
 		{"good trusted origins", func(c *Config) {
@@ -157,8 +197,10 @@ func TestValidateReportsEveryProblem(t *testing.T) {
 		"mode", "listen", "base_url", "upstream", "database.driver",
 		"auth.secret_env", "auth.jwt_ttl", "auth.session_ttl", "auth.session_update_age",
 		"auth.cookie_name", "auth.cookie_same_site", "auth.min_password_length",
+		"auth.reset_token_ttl", "auth.verification_token_ttl",
 		"keys.max_age", "keys.cooldown", "keys.stale_if_error", "routes.identity_header",
-		"proxy.response_header_timeout", "limits.body_bytes", "metrics.listen",
+		"proxy.response_header_timeout", "limits.body_bytes",
+		"email.delivery", "email.max_attempts", "metrics.listen",
 		"log.format", "log.level", "shutdown.grace",
 	}
 	if !reflect.DeepEqual(got, want) {

@@ -1,0 +1,147 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/mail"
+	"net/netip"
+	"net/url"
+	"strings"
+)
+
+// maxMailAttempts bounds email.max_attempts: with the backoff capped at an
+// hour, 100 attempts already span four days.
+const maxMailAttempts = 100
+
+// email checks the mail settings; auth.require_email_verification needs a
+// way to send mail, so it is checked here too.
+func (p *problems) email(c Config) {
+	e := c.Email
+	p.oneOf("email.delivery", e.Delivery, "off", "smtp", "webhook", "log")
+	if c.Auth.RequireEmailVerification && e.Delivery == "off" {
+		p.addRelated("auth.require_email_verification", "email.delivery",
+			`needs a way to send the verification mail, and email.delivery is "off": set it to "smtp", "webhook" or "log"`)
+	}
+	if c.Auth.SendVerificationOnSignin && !c.Auth.RequireEmailVerification {
+		p.addRelated("auth.send_verification_on_signin", "auth.require_email_verification",
+			"only acts when auth.require_email_verification is true (sign-in is refused to unverified users only then)")
+	}
+	if c.Verifier() && e.Delivery != "off" {
+		p.addRelated("email.delivery", "mode", `must be "off" in mode verifier, which serves no /api/auth/*`)
+	}
+	if e.MaxAttempts < 1 || e.MaxAttempts > maxMailAttempts {
+		p.add("email.max_attempts", "must be between 1 and %d, got %d", maxMailAttempts, e.MaxAttempts)
+	}
+	switch e.Delivery {
+	case "smtp":
+		p.check("email.from", checkFrom(e.From))
+		p.oneOf("email.smtp.tls", e.SMTP.TLS, "starttls", "implicit", "none")
+		if e.SMTP.Addr == "" {
+			p.add("email.smtp.addr", `is required for delivery "smtp": the mail server's host:port, like smtp.example.com:587`)
+		} else if err := checkHostPort(e.SMTP.Addr); err != nil {
+			p.check("email.smtp.addr", err)
+		} else if e.SMTP.TLS == "none" && !isLoopbackHost(e.SMTP.Addr) {
+			p.addRelated("email.smtp.tls", "email.smtp.addr",
+				`"none" is only allowed to a loopback address (mails carry working links): use "starttls" or "implicit" for %s`, e.SMTP.Addr)
+		}
+		if e.SMTP.Username != "" {
+			p.check("email.smtp.password_env", checkEnvName(e.SMTP.PasswordEnv))
+		}
+	case "webhook":
+		p.check("email.webhook.secret_env", checkEnvName(e.Webhook.SecretEnv))
+		p.positive("email.webhook.timeout", e.Webhook.Timeout)
+		if e.Webhook.URL == "" {
+			p.add("email.webhook.url", `is required for delivery "webhook": the application's endpoint, like https://app.example.com/hooks/auth-mail`)
+		} else if err := checkWebhookURL(e.Webhook.URL); err != nil {
+			p.check("email.webhook.url", err)
+		}
+	}
+	for _, t := range []struct {
+		path string
+		f    TemplateFiles
+	}{{"email.templates.password_reset", e.Templates.PasswordReset}, {"email.templates.email_verification", e.Templates.EmailVerification}} {
+		if (t.f.Subject != "" || t.f.Text != "" || t.f.HTML != "") && e.Delivery == "off" {
+			p.addRelated(t.path, "email.delivery", `is not used: email.delivery is "off"`)
+		}
+	}
+}
+
+// checkFrom wants one address, as a From header carries it.
+func checkFrom(s string) error {
+	if s == "" {
+		return errors.New(`is required for delivery "smtp": the sender, like "Example <no-reply@example.com>"`)
+	}
+	if strings.ContainsAny(s, "\r\n") {
+		return errors.New("must be one line")
+	}
+	if _, err := mail.ParseAddress(s); err != nil {
+		return fmt.Errorf("%q is not a mail address: %v", s, err)
+	}
+	return nil
+}
+
+func checkHostPort(s string) error {
+	host, port, err := net.SplitHostPort(s)
+	if err != nil || host == "" || !isPort(port, 1) {
+		return fmt.Errorf("%q: want host:port, like smtp.example.com:587", s)
+	}
+	return checkHost(s)
+}
+
+// checkWebhookURL wants https, or http to a loopback address only: the
+// body holds a working reset link.
+func checkWebhookURL(s string) error {
+	if err := checkHTTPURL(s); err != nil {
+		return err
+	}
+	u, _ := url.Parse(s)
+	if u.Scheme == "http" && !isLoopbackHost(u.Host) {
+		return fmt.Errorf("%q: plain http is only allowed to a loopback address (the body holds a working reset link); use https", s)
+	}
+	return nil
+}
+
+// isLoopbackHost reports whether host[:port] names this machine: localhost
+// or a loopback IP.
+func isLoopbackHost(hostport string) bool {
+	host := hostport
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	a, err := netip.ParseAddr(host)
+	return err == nil && a.IsLoopback()
+}
+
+// LoadMailSecret reads the secret the delivery needs from the environment:
+// the SMTP password (when a username is set) or the webhook signing
+// secret. Empty for other deliveries. Messages never contain the value.
+func (c Config) LoadMailSecret(getenv func(string) string) (Secret, error) {
+	switch c.Email.Delivery {
+	case "smtp":
+		if c.Email.SMTP.Username == "" {
+			return Secret{}, nil
+		}
+		name := c.Email.SMTP.PasswordEnv
+		v := getenv(name)
+		if v == "" {
+			return Secret{}, fmt.Errorf("email.smtp.password_env: $%s is not set: export the SMTP password of %s", name, c.Email.SMTP.Username)
+		}
+		return NewSecret(v), nil
+	case "webhook":
+		name := c.Email.Webhook.SecretEnv
+		v := getenv(name)
+		if v == "" {
+			return Secret{}, fmt.Errorf("email.webhook.secret_env: $%s is not set: export the signing secret in its whsec_<base64> form (e.g. echo whsec_$(openssl rand -base64 32))", name)
+		}
+		if !strings.HasPrefix(v, "whsec_") {
+			return Secret{}, fmt.Errorf("email.webhook.secret_env: $%s must be in the Standard Webhooks form whsec_<base64>", name)
+		}
+		return NewSecret(v), nil
+	}
+	return Secret{}, nil
+}
