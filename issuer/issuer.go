@@ -56,6 +56,15 @@ type Options struct {
 	// buckets live in the store, shared by every replica on it; the per-IP
 	// ones in this process.
 	SignInPerIP, SignInPerEmail, SignUpPerIP Rate
+	// MailPerIP limits the mail-sending endpoints per client IP (429
+	// beyond); MailPerEmail limits mails per address in the store (over
+	// it, nothing is queued and the answer does not change); TokenPerIP
+	// limits uses of reset and verification links per client IP. Zero: no
+	// limit.
+	MailPerIP, MailPerEmail, TokenPerIP Rate
+	// Recovery turns on password reset and email verification by mail.
+	// Zero: off.
+	Recovery RecoveryOptions
 	// ClientIP names the client of a request for rate limits and session
 	// records. Zero: the TCP peer address. The proxy supplies one that
 	// believes X-Forwarded-For only from trusted proxies.
@@ -100,6 +109,10 @@ type Issuer struct {
 	signInIP   *limiter
 	signInMail *sharedLimiter
 	signUpIP   *limiter
+	mailIP     *limiter
+	mailAddr   *sharedLimiter
+	tokenIP    *limiter
+	rec        *recovery
 }
 
 type handlerFunc func(w http.ResponseWriter, r *http.Request) *apiError
@@ -181,6 +194,10 @@ func New(ctx context.Context, o Options) (*Issuer, error) {
 		signInIP:   newLimiter(o.SignInPerIP, o.Now),
 		signInMail: newSharedLimiter(o.Store, o.SignInPerEmail, "signin_email:", o.Now),
 		signUpIP:   newLimiter(o.SignUpPerIP, o.Now),
+		mailIP:     newLimiter(o.MailPerIP, o.Now),
+		mailAddr:   newSharedLimiter(o.Store, o.MailPerEmail, "mail_email:", o.Now),
+		tokenIP:    newLimiter(o.TokenPerIP, o.Now),
+		rec:        newRecovery(o.Recovery),
 	}
 	iss.jwtIssuer = o.JWTIssuer
 	if iss.jwtIssuer == "" {
@@ -225,6 +242,12 @@ func (iss *Issuer) routeTable() map[string]map[string]handlerFunc {
 		"/sign-out":        {http.MethodPost: iss.signOut},
 		"/change-password": {http.MethodPost: iss.changePassword},
 		"/ok":              {http.MethodGet: iss.ok, http.MethodHead: iss.ok},
+
+		"/request-password-reset":  {http.MethodPost: iss.requestPasswordReset},
+		"/reset-password":          {http.MethodPost: iss.resetPassword},
+		"/send-verification-email": {http.MethodPost: iss.sendVerificationEmail},
+		"/verify-email":            {http.MethodGet: iss.verifyEmail},
+		resetPagePath:              {http.MethodGet: iss.resetPageGet, http.MethodPost: iss.resetPagePost},
 	}
 }
 
@@ -236,6 +259,7 @@ type ReloadOptions struct {
 	BodyBytes                                int64
 	PasswordHashConcurrency                  int
 	SignInPerIP, SignInPerEmail, SignUpPerIP Rate
+	MailPerIP, MailPerEmail, TokenPerIP      Rate
 	ClientIP                                 func(*http.Request) string
 }
 
@@ -266,6 +290,9 @@ func (iss *Issuer) Reload(o ReloadOptions) (*Issuer, error) {
 	next.signInIP = newLimiter(o.SignInPerIP, iss.now)
 	next.signInMail = newSharedLimiter(iss.store, o.SignInPerEmail, "signin_email:", iss.now)
 	next.signUpIP = newLimiter(o.SignUpPerIP, iss.now)
+	next.mailIP = newLimiter(o.MailPerIP, iss.now)
+	next.mailAddr = newSharedLimiter(iss.store, o.MailPerEmail, "mail_email:", iss.now)
+	next.tokenIP = newLimiter(o.TokenPerIP, iss.now)
 	next.trusted = map[string]bool{}
 	next.csrf = http.NewCrossOriginProtection()
 	for _, origin := range append([]string{iss.origin}, o.TrustedOrigins...) {
@@ -289,8 +316,15 @@ func (iss *Issuer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	methods, ok := iss.routes[sub]
 	if !ok {
-		iss.fail(w, r, errNotFound)
-		return
+		// GET /reset-password/{token}: the one route with a parameter.
+		if tok, found := strings.CutPrefix(sub, "/reset-password/"); found && tok != "" && !strings.Contains(tok, "/") {
+			methods = map[string]handlerFunc{http.MethodGet: func(w http.ResponseWriter, r *http.Request) *apiError {
+				return iss.resetPasswordCallback(w, r, tok)
+			}}
+		} else {
+			iss.fail(w, r, errNotFound)
+			return
+		}
 	}
 	h, ok := methods[r.Method]
 	if !ok {
@@ -326,6 +360,8 @@ func (iss *Issuer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			break
 		}
 		iss.metrics.signups.WithLabelValues(result(apiErr)).Inc()
+	case "/request-password-reset", "/reset-password", "/send-verification-email", "/verify-email":
+		iss.metrics.recovery.WithLabelValues(sub[1:], recoveryResult(apiErr)).Inc()
 	}
 	if apiErr != nil {
 		iss.fail(w, r, apiErr)

@@ -8,6 +8,8 @@ type metrics struct {
 	signins *prometheus.CounterVec
 	signups *prometheus.CounterVec
 	jwts    prometheus.Counter
+	// recovery counts the account-recovery endpoints by endpoint and result.
+	recovery *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -21,6 +23,15 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		jwts: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "authsidecar_jwts_issued_total", Help: "JWTs issued (get-session and token).",
 		}),
+		recovery: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "authsidecar_recovery_requests_total",
+			Help: "Account-recovery requests by endpoint (request-password-reset, reset-password, send-verification-email, verify-email) and result (ok, invalid_token, rejected, rate_limited, busy, error).",
+		}, []string{"endpoint", "result"}),
+	}
+	for _, e := range []string{"request-password-reset", "reset-password", "send-verification-email", "verify-email"} {
+		for _, r := range []string{"ok", "invalid_token", "rejected", "rate_limited", "busy", "error"} {
+			m.recovery.WithLabelValues(e, r)
+		}
 	}
 	// Every result at 0 from the start, so alerts on their rates
 	// (deploy/prometheus/rules.yml) match a series on a fresh process and
@@ -32,7 +43,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		m.signups.WithLabelValues(r)
 	}
 	if reg != nil {
-		reg.MustRegister(m.signins, m.signups, m.jwts)
+		reg.MustRegister(m.signins, m.signups, m.jwts, m.recovery)
 	}
 	return m
 }
@@ -47,6 +58,25 @@ func result(e *apiError) string {
 	case e == errUserExists:
 		return "exists"
 	case e == errBusy:
+		return "busy"
+	case e.status >= 500:
+		return "error"
+	}
+	return "rejected"
+}
+
+// recoveryResult names the outcome of a recovery request. A redirect with
+// error=INVALID_TOKEN is answered without an apiError, so it counts as ok
+// here; the 4xx answers are counted by code.
+func recoveryResult(e *apiError) string {
+	switch {
+	case e == nil:
+		return "ok"
+	case e.code == "INVALID_TOKEN":
+		return "invalid_token"
+	case e == errRateLimited:
+		return "rate_limited"
+	case e == errBusy || e == errIntakeFull:
 		return "busy"
 	case e.status >= 500:
 		return "error"

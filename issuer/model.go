@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"time"
+
+	"github.com/authsidecar/authsidecar/mail"
 )
 
 // User is the identity a JWT names. Only ID is authoritative for
@@ -78,6 +80,25 @@ type Store interface {
 	// transaction with r.Take. wait is zero when a token was taken, else
 	// how long until one is available.
 	TakeToken(ctx context.Context, key string, r Rate, now time.Time) (wait time.Duration, err error)
+
+	// IssueRecoveryToken, in one transaction, deletes the user's other
+	// tokens of t.Kind (a new link replaces the older ones), stores t and,
+	// unless q.ID is empty, queues the outbox row q.
+	IssueRecoveryToken(ctx context.Context, t RecoveryToken, q mail.Queued) error
+	// ResetTokenValid reports whether a reset token with this hash exists
+	// and has not expired, without spending it.
+	ResetTokenValid(ctx context.Context, hash [32]byte, now time.Time) (bool, error)
+	// ResetPassword, in one transaction, spends the reset token
+	// (ErrNotFound when missing or expired), deletes the user's other
+	// reset tokens, writes the password hash into the credential account,
+	// marks the email verified and, when revokeSessions, deletes every
+	// session of the user. It returns the user and the sessions deleted.
+	ResetPassword(ctx context.Context, hash [32]byte, passwordHash string, revokeSessions bool, now time.Time) (User, int, error)
+	// VerifyEmail, in one transaction, spends the verification token
+	// (ErrNotFound when missing, expired, or the user's email is no longer
+	// the one it was sent to), marks the email verified and deletes the
+	// user's other verification tokens. wasVerified is the state before.
+	VerifyEmail(ctx context.Context, hash [32]byte, now time.Time) (u User, wasVerified bool, err error)
 }
 
 // Store errors. Implementations return these (possibly wrapped).

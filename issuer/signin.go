@@ -2,6 +2,8 @@ package issuer
 
 import (
 	"errors"
+
+	"github.com/authsidecar/authsidecar/mail"
 	"net/http"
 	"net/url"
 	"strings"
@@ -66,6 +68,16 @@ func (iss *Issuer) signIn(w http.ResponseWriter, r *http.Request) *apiError {
 	}
 	if !ok {
 		return errInvalidCredentials
+	}
+	if iss.rec.require && !u.EmailVerified {
+		// The password was right, so this is the user: a fresh link helps
+		// them, if the operator wants it sent (Better Auth's sendOnSignIn).
+		if iss.rec.sendOnLogin {
+			if err := iss.queueLink(r.Context(), mail.EmailVerification, u, iss.verifyLink(callback)); err != nil {
+				iss.log.Error("sign-in: verification mail not queued", "error", err.Error())
+			}
+		}
+		return errEmailNotVerified
 	}
 	s, err := iss.newSession(r, u.ID, remember)
 	if err != nil {

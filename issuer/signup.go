@@ -2,6 +2,8 @@ package issuer
 
 import (
 	"errors"
+
+	"github.com/authsidecar/authsidecar/mail"
 	"net"
 	"net/http"
 	"strings"
@@ -23,6 +25,7 @@ func (iss *Issuer) signUp(w http.ResponseWriter, r *http.Request) *apiError {
 	email, hasEmail := f.str("email", true)
 	password, hasPw := f.str("password", true)
 	image, hasImage := f.str("image", false)
+	callback, hasCallback := f.str("callbackURL", false)
 	remember := f.boolean("rememberMe", true)
 	f.maxBytes("name", name, maxNameBytes)
 	if hasEmail && !validEmail(email) {
@@ -37,7 +40,13 @@ func (iss *Issuer) signUp(w http.ResponseWriter, r *http.Request) *apiError {
 	if apiErr := iss.checkPasswordLength(password); apiErr != nil {
 		return apiErr
 	}
+	if hasCallback && !iss.safeRedirect(callback) {
+		return errInvalidCallback
+	}
 	email = strings.ToLower(email)
+	if iss.rec.require {
+		return iss.signUpUnverified(w, r, name, email, password, hasImage, image, callback)
+	}
 
 	// Refuse a taken email before paying for a hash; the insert below
 	// still catches a race between two sign-ups.
@@ -50,14 +59,9 @@ func (iss *Issuer) signUp(w http.ResponseWriter, r *http.Request) *apiError {
 	if err != nil {
 		return hashErr(w, err)
 	}
-	now := iss.now().UTC().Truncate(timeUnit)
-	id, err := newID()
+	u, err := iss.newUser(name, email, hasImage, image)
 	if err != nil {
 		return errInternal(err)
-	}
-	u := User{ID: id, Name: name, Email: email, CreatedAt: now, UpdatedAt: now}
-	if hasImage {
-		u.Image = &image
 	}
 	s, err := iss.newSession(r, u.ID, remember)
 	if err != nil {
@@ -74,6 +78,50 @@ func (iss *Issuer) signUp(w http.ResponseWriter, r *http.Request) *apiError {
 		Token string   `json:"token"`
 		User  userJSON `json:"user"`
 	}{s.Token, toUserJSON(u)})
+	return nil
+}
+
+func (iss *Issuer) newUser(name, email string, hasImage bool, image string) (User, error) {
+	now := iss.now().UTC().Truncate(timeUnit)
+	id, err := newID()
+	if err != nil {
+		return User{}, err
+	}
+	u := User{ID: id, Name: name, Email: email, CreatedAt: now, UpdatedAt: now}
+	if hasImage {
+		u.Image = &image
+	}
+	return u, nil
+}
+
+// signUpUnverified is sign-up under require_email_verification: no
+// session, a verification link mailed instead. A taken email gets the same
+// answer, after the same hashing work, with a made-up user and no mail, as
+// Better Auth answers: the caller learns nothing about the account.
+func (iss *Issuer) signUpUnverified(w http.ResponseWriter, r *http.Request, name, email, password string, hasImage bool, image, callback string) *apiError {
+	hash, err := iss.hasher.hash(r.Context(), password)
+	if err != nil {
+		return hashErr(w, err)
+	}
+	u, err := iss.newUser(name, email, hasImage, image)
+	if err != nil {
+		return errInternal(err)
+	}
+	switch err := iss.store.CreateUser(r.Context(), u, hash, Session{}); {
+	case errors.Is(err, ErrEmailTaken):
+		// u, never stored, is the made-up user.
+	case err != nil:
+		return storeErr(err)
+	default:
+		if err := iss.queueLink(r.Context(), mail.EmailVerification, u, iss.verifyLink(callback)); err != nil {
+			// The account exists; the user can ask for the link again.
+			iss.log.Error("sign-up: verification mail not queued", "error", err.Error())
+		}
+	}
+	writeJSON(w, http.StatusOK, struct {
+		Token *string  `json:"token"`
+		User  userJSON `json:"user"`
+	}{nil, toUserJSON(u)})
 	return nil
 }
 

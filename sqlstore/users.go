@@ -11,6 +11,8 @@ import (
 )
 
 // CreateUser inserts user, credential account and first session atomically.
+// A zero session (no token) inserts none: sign-up under
+// require_email_verification starts no session.
 func (db *DB) CreateUser(ctx context.Context, u issuer.User, passwordHash string, s issuer.Session) error {
 	db.observe(ctx, "create_user")
 	return db.withTx(ctx, func(t tx) error {
@@ -24,6 +26,9 @@ func (db *DB) CreateUser(ctx context.Context, u issuer.User, passwordHash string
 			"cred_"+u.ID, u.ID, u.ID, passwordHash, ms(u.CreatedAt), ms(u.UpdatedAt))
 		if err != nil {
 			return fmt.Errorf("insert account: %w", err)
+		}
+		if s.Token == "" {
+			return nil
 		}
 		return insertSession(ctx, t, s)
 	})

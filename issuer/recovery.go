@@ -1,0 +1,661 @@
+package issuer
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/authsidecar/authsidecar/mail"
+)
+
+// Account recovery: password reset and email verification by mailed link.
+// A link's token is 32 random bytes; only its SHA-256 is stored, it works
+// once, a newer link of the same kind replaces it, and it expires. The
+// message carrying it is queued in the outbox in the transaction that
+// stores the hash, sealed with a key derived from AUTH_SECRET, and a
+// background worker delivers it.
+
+// RecoveryToken is a stored reset or verification token: only its SHA-256
+// is kept.
+type RecoveryToken struct {
+	Hash      [32]byte
+	Kind      mail.Kind
+	UserID    string
+	Email     string // the address it was sent to
+	ExpiresAt time.Time
+	CreatedAt time.Time
+}
+
+// Sealer encrypts an outbox payload for the row id (mail.Box does).
+type Sealer interface {
+	Seal(id string, m mail.Message) ([]byte, error)
+}
+
+// RecoveryOptions turns account recovery on. The zero value leaves it off:
+// the mail endpoints answer 400 as Better Auth does without a sender.
+type RecoveryOptions struct {
+	// Sealer encrypts queued messages. Required for recovery to be on.
+	Sealer Sealer
+	// Queued is called after a message is committed to the outbox (to
+	// wake the delivery worker and count it). Zero: nothing is called.
+	Queued func(mail.Kind)
+	// ResetTokenTTL and VerificationTokenTTL are the link lifetimes.
+	// Zero: 1h and 24h.
+	ResetTokenTTL, VerificationTokenTTL time.Duration
+	// RequireEmailVerification refuses sign-in to unverified users and
+	// makes sign-up mail a link instead of starting a session.
+	RequireEmailVerification bool
+	// SendOnSignin re-sends the link when an unverified user signs in with
+	// the right password.
+	SendOnSignin bool
+	// KeepSessionsOnReset keeps a user's cookie sessions when a password is
+	// reset by link. Zero (false): they all end.
+	KeepSessionsOnReset bool
+	// ResetPage is where a reset link without callbackURL lands. Zero: the
+	// built-in page.
+	ResetPage string
+}
+
+// recovery is the issuer's account-recovery state. Only the limiters
+// change on reload; the intake is shared by every copy.
+type recovery struct {
+	on          bool
+	seal        Sealer
+	queued      func(mail.Kind)
+	resetTTL    time.Duration
+	verifyTTL   time.Duration
+	require     bool
+	sendOnLogin bool
+	revoke      bool
+	resetPage   string
+	intake      *intake
+}
+
+func newRecovery(o RecoveryOptions) *recovery {
+	def := func(d, v time.Duration) time.Duration {
+		if d <= 0 {
+			return v
+		}
+		return d
+	}
+	rc := &recovery{
+		on:          o.Sealer != nil,
+		seal:        o.Sealer,
+		queued:      o.Queued,
+		resetTTL:    def(o.ResetTokenTTL, time.Hour),
+		verifyTTL:   def(o.VerificationTokenTTL, 24*time.Hour),
+		require:     o.RequireEmailVerification,
+		sendOnLogin: o.SendOnSignin,
+		revoke:      !o.KeepSessionsOnReset,
+		resetPage:   o.ResetPage,
+		intake:      newIntake(64),
+	}
+	if rc.queued == nil {
+		rc.queued = func(mail.Kind) {}
+	}
+	return rc
+}
+
+// intake runs the work behind a request whose answer must not depend on
+// it (does this address have an account?) after the answer is sent, so
+// known and unknown addresses are answered in the same time. It is
+// bounded: when full, callers get 503 whatever the address.
+type intake struct {
+	slots chan struct{}
+	wg    sync.WaitGroup
+}
+
+func newIntake(n int) *intake { return &intake{slots: make(chan struct{}, n)} }
+
+// intakeTimeout bounds one detached piece of work.
+const intakeTimeout = 15 * time.Second
+
+// run starts f detached from the request; false when no slot is free.
+func (in *intake) run(ctx context.Context, f func(context.Context)) bool {
+	select {
+	case in.slots <- struct{}{}:
+	default:
+		return false
+	}
+	in.wg.Add(1)
+	go func() {
+		defer in.wg.Done()
+		defer func() { <-in.slots }()
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), intakeTimeout)
+		defer cancel()
+		f(ctx)
+	}()
+	return true
+}
+
+// Wait returns once the work started after answered requests (queueing
+// reset and verification mail) has finished: call it after the server
+// has stopped accepting requests and before closing the store.
+func (iss *Issuer) Wait() { iss.rec.intake.wg.Wait() }
+
+var (
+	errResetDisabled        = errBadRequest("RESET_PASSWORD_DISABLED", "Reset password isn't enabled")
+	errVerificationDisabled = errBadRequest("VERIFICATION_EMAIL_NOT_ENABLED", "Verification email isn't enabled")
+	errInvalidRedirect      = &apiError{status: http.StatusForbidden, code: "INVALID_REDIRECT_URL", message: "Invalid redirectURL"}
+	errInvalidResetToken    = errBadRequest("INVALID_TOKEN", "Invalid token")
+	errInvalidVerifyToken   = &apiError{status: http.StatusUnauthorized, code: "INVALID_TOKEN", message: "Invalid token"}
+	errEmailMismatch        = errBadRequest("EMAIL_MISMATCH", "Email mismatch")
+	errAlreadyVerified      = errBadRequest("EMAIL_ALREADY_VERIFIED", "Email is already verified")
+	errEmailNotVerified     = &apiError{status: http.StatusForbidden, code: "EMAIL_NOT_VERIFIED", message: "Email not verified"}
+	errMissingOrigin        = &apiError{status: http.StatusForbidden, code: "MISSING_OR_NULL_ORIGIN", message: "Missing or null Origin"}
+	errIntakeFull           = &apiError{status: http.StatusServiceUnavailable, code: "SERVICE_UNAVAILABLE", message: "Too many requests at once; retry shortly"}
+)
+
+// maxTokenBytes bounds a token read from a request: ours are 43 bytes,
+// and anything longer is simply not one (it is hashed, never parsed).
+const maxTokenBytes = 512
+
+// newLinkToken returns a fresh link token (32 random bytes, base64url)
+// and its SHA-256, the only form stored.
+func newLinkToken() (string, [32]byte, error) {
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", [32]byte{}, fmt.Errorf("link token: %w", err)
+	}
+	tok := base64.RawURLEncoding.EncodeToString(b[:])
+	return tok, sha256.Sum256([]byte(tok)), nil
+}
+
+func hashToken(tok string) [32]byte { return sha256.Sum256([]byte(tok)) }
+
+// newOutboxID names an outbox row; it is also the webhook-id.
+func newOutboxID() (string, error) {
+	id, err := newID()
+	if err != nil {
+		return "", err
+	}
+	return "msg_" + id, nil
+}
+
+// queueLink stores a new token of kind for u and queues the message
+// carrying its link, in one transaction. link builds the URL from the
+// token. The per-address limit is taken first: over it, nothing is
+// queued and nothing is said (the caller answers as if it were).
+func (iss *Issuer) queueLink(ctx context.Context, kind mail.Kind, u User, link func(token string) string) error {
+	if ok, _, err := iss.mailAddr.allow(ctx, u.Email); err != nil {
+		return err
+	} else if !ok {
+		iss.log.Info("mail not queued: per-address limit reached", "type", string(kind), "user_id", u.ID)
+		return nil
+	}
+	tok, hash, err := newLinkToken()
+	if err != nil {
+		return err
+	}
+	id, err := newOutboxID()
+	if err != nil {
+		return err
+	}
+	now := iss.now().UTC().Truncate(timeUnit)
+	ttl := iss.rec.resetTTL
+	if kind == mail.EmailVerification {
+		ttl = iss.rec.verifyTTL
+	}
+	t := RecoveryToken{Hash: hash, Kind: kind, UserID: u.ID, Email: u.Email, ExpiresAt: now.Add(ttl), CreatedAt: now}
+	sealed, err := iss.rec.seal.Seal(id, mail.Message{
+		Kind: kind, To: u.Email, URL: link(tok), TokenExpiresAt: t.ExpiresAt,
+		User: mail.User{ID: u.ID, Email: u.Email, Name: u.Name},
+	})
+	if err != nil {
+		return fmt.Errorf("seal %s message: %w", kind, err)
+	}
+	q := mail.Queued{ID: id, Kind: kind, Sealed: sealed, State: "pending", CreatedAt: now, NextAttemptAt: now}
+	if err := iss.store.IssueRecoveryToken(ctx, t, q); err != nil {
+		return fmt.Errorf("queue %s message: %w", kind, err)
+	}
+	iss.rec.queued(kind)
+	return nil
+}
+
+// resetLink is the mailed reset URL, Better Auth's shape: callbackURL is
+// empty when the client gave no redirectTo (ours then lands on the reset
+// page; Better Auth's on an error page).
+func (iss *Issuer) resetLink(redirectTo string) func(string) string {
+	return func(tok string) string {
+		return iss.origin + BasePath + "/reset-password/" + tok + "?callbackURL=" + url.QueryEscape(redirectTo)
+	}
+}
+
+// verifyLink is the mailed verification URL.
+func (iss *Issuer) verifyLink(callbackURL string) func(string) string {
+	if callbackURL == "" {
+		callbackURL = "/"
+	}
+	return func(tok string) string {
+		return iss.origin + BasePath + "/verify-email?token=" + tok + "&callbackURL=" + url.QueryEscape(callbackURL)
+	}
+}
+
+// RecoveryLink makes a password-reset link for the user with email
+// without mailing it, for an operator ("users reset-link"). It replaces
+// the user's older reset links. ErrNotFound when no such user.
+func (iss *Issuer) RecoveryLink(ctx context.Context, email string) (string, time.Time, error) {
+	u, _, err := iss.store.CredentialByEmail(ctx, strings.ToLower(email))
+	if err != nil {
+		return "", time.Time{}, err
+	}
+	tok, hash, err := newLinkToken()
+	if err != nil {
+		return "", time.Time{}, err
+	}
+	now := iss.now().UTC().Truncate(timeUnit)
+	t := RecoveryToken{Hash: hash, Kind: mail.PasswordReset, UserID: u.ID, Email: u.Email, ExpiresAt: now.Add(iss.rec.resetTTL), CreatedAt: now}
+	if err := iss.store.IssueRecoveryToken(ctx, t, mail.Queued{}); err != nil {
+		return "", time.Time{}, err
+	}
+	return iss.resetLink("")(tok), t.ExpiresAt, nil
+}
+
+// requestPasswordReset queues a reset link for a known address and answers
+// every address alike, at once: the lookup and the queueing run after the
+// answer, so its timing says nothing about the account either.
+func (iss *Issuer) requestPasswordReset(w http.ResponseWriter, r *http.Request) *apiError {
+	if ok, wait := iss.mailIP.allow(iss.clientIP(r)); !ok {
+		return tooMany(w, wait)
+	}
+	if apiErr := iss.cookieOrigin(r); apiErr != nil {
+		return apiErr
+	}
+	f, apiErr := readFields(w, r, iss.bodyBytes, false)
+	if apiErr != nil {
+		return apiErr
+	}
+	email, hasEmail := f.str("email", true)
+	redirectTo, hasRedirect := "", false
+	if raw, ok := f.m["redirectTo"]; ok && string(raw) != "null" {
+		if jsonKind(raw) != "string" {
+			return errBadRequest("VALIDATION_ERROR", "Invalid redirectURL: expected a string")
+		}
+		redirectTo, hasRedirect = f.str("redirectTo", false)
+	}
+	if hasEmail && !validEmail(email) {
+		f.fail("email", "Invalid email address")
+	}
+	if apiErr := f.err(); apiErr != nil {
+		return apiErr
+	}
+	if !iss.rec.on {
+		return errResetDisabled
+	}
+	if hasRedirect && !iss.safeRedirect(redirectTo) {
+		return errInvalidRedirect
+	}
+	email = strings.ToLower(email)
+	if !iss.rec.intake.run(r.Context(), func(ctx context.Context) {
+		u, _, err := iss.store.CredentialByEmail(ctx, email)
+		if errors.Is(err, ErrNotFound) {
+			// Spend the per-address budget all the same: a limit that
+			// only counted known addresses would tell them apart.
+			if _, _, err := iss.mailAddr.allow(ctx, email); err != nil {
+				iss.log.Error("password reset: rate limit", "error", err.Error())
+			}
+			return
+		}
+		if err == nil {
+			err = iss.queueLink(ctx, mail.PasswordReset, u, iss.resetLink(redirectTo))
+		}
+		if err != nil {
+			iss.log.Error("password reset: mail not queued", "error", err.Error())
+		}
+	}) {
+		w.Header().Set("Retry-After", "1")
+		return errIntakeFull
+	}
+	writeJSON(w, http.StatusOK, struct {
+		Status  bool   `json:"status"`
+		Message string `json:"message"`
+	}{true, "If this email exists in our system, check your email for the reset link"})
+	return nil
+}
+
+// resetPasswordCallback is where a mailed reset link lands: it checks the
+// token (without spending it) and redirects to the page that asks for the
+// new password, with token= or error=INVALID_TOKEN.
+func (iss *Issuer) resetPasswordCallback(w http.ResponseWriter, r *http.Request, tok string) *apiError {
+	if ok, wait := iss.tokenIP.allow(iss.clientIP(r)); !ok {
+		return tooMany(w, wait)
+	}
+	q := r.URL.Query()
+	if _, ok := q["callbackURL"]; !ok {
+		return errBadRequest("VALIDATION_ERROR", "[query.callbackURL] Invalid input: expected string, received undefined")
+	}
+	callback := q.Get("callbackURL")
+	if callback != "" && !iss.safeRedirect(callback) {
+		return errInvalidCallback
+	}
+	if callback == "" {
+		// Better Auth lands on an error page here even with a valid token;
+		// ours lands on a page that works.
+		callback = iss.rec.resetPage
+		if callback == "" {
+			callback = BasePath + resetPagePath
+		}
+	}
+	valid := false
+	if iss.rec.on && len(tok) <= maxTokenBytes {
+		var err error
+		if valid, err = iss.store.ResetTokenValid(r.Context(), hashToken(tok), iss.now()); err != nil {
+			return storeErr(err)
+		}
+	}
+	key, value := "error", "INVALID_TOKEN"
+	if valid {
+		key, value = "token", tok
+	}
+	loc, err := withParam(iss.origin, callback, key, value)
+	if err != nil {
+		return errInvalidCallback
+	}
+	redirect(w, loc)
+	return nil
+}
+
+// redirect answers 302 as Better Auth does (JSON content type, empty
+// body), never cached, and with no Referer leaving the page: the URL may
+// hold a token.
+func redirect(w http.ResponseWriter, loc string) {
+	h := w.Header()
+	h.Set("Location", loc)
+	h.Set("Content-Type", "application/json")
+	h.Set("Cache-Control", "no-store")
+	h.Set("Referrer-Policy", "no-referrer")
+	w.WriteHeader(http.StatusFound)
+}
+
+// withParam resolves ref against base and sets key=value in its query,
+// replacing earlier values of key and keeping the other pairs in order
+// (what URLSearchParams.set does).
+func withParam(base, ref, key, value string) (string, error) {
+	b, err := url.Parse(base)
+	if err != nil {
+		return "", err
+	}
+	u, err := url.Parse(ref)
+	if err != nil {
+		return "", err
+	}
+	u = b.ResolveReference(u)
+	var kept []string
+	if u.RawQuery != "" {
+		for _, pair := range strings.Split(u.RawQuery, "&") {
+			k, _, _ := strings.Cut(pair, "=")
+			if uk, err := url.QueryUnescape(k); err == nil && uk == key {
+				continue
+			}
+			kept = append(kept, pair)
+		}
+	}
+	kept = append(kept, url.QueryEscape(key)+"="+url.QueryEscape(value))
+	u.RawQuery = strings.Join(kept, "&")
+	u.ForceQuery = false
+	return u.String(), nil
+}
+
+// resetPassword sets a new password with a reset token, in Better Auth's
+// order of checks: schema, token present, length, token valid.
+func (iss *Issuer) resetPassword(w http.ResponseWriter, r *http.Request) *apiError {
+	if ok, wait := iss.tokenIP.allow(iss.clientIP(r)); !ok {
+		return tooMany(w, wait)
+	}
+	if apiErr := iss.cookieOrigin(r); apiErr != nil {
+		return apiErr
+	}
+	f, apiErr := readFields(w, r, iss.bodyBytes, false)
+	if apiErr != nil {
+		return apiErr
+	}
+	password, _ := f.str("newPassword", true)
+	tok, hasTok := f.str("token", false)
+	if apiErr := f.err(); apiErr != nil {
+		return apiErr
+	}
+	if !hasTok {
+		tok = r.URL.Query().Get("token")
+	}
+	if tok == "" {
+		return errInvalidResetToken
+	}
+	if apiErr := iss.checkPasswordLength(password); apiErr != nil {
+		return apiErr
+	}
+	return iss.applyReset(w, r, tok, password)
+}
+
+// applyReset spends tok and sets password; shared by the JSON endpoint and
+// the built-in page.
+func (iss *Issuer) applyReset(w http.ResponseWriter, r *http.Request, tok, password string) *apiError {
+	if !iss.rec.on || len(tok) > maxTokenBytes {
+		return errInvalidResetToken
+	}
+	hash := hashToken(tok)
+	// Checked before hashing, so guessing tokens buys no scrypt time; the
+	// transaction below checks again.
+	valid, err := iss.store.ResetTokenValid(r.Context(), hash, iss.now())
+	if err != nil {
+		return storeErr(err)
+	}
+	if !valid {
+		return errInvalidResetToken
+	}
+	pwHash, err := iss.hasher.hash(r.Context(), password)
+	if err != nil {
+		return hashErr(w, err)
+	}
+	u, ended, err := iss.store.ResetPassword(r.Context(), hash, pwHash, iss.rec.revoke, iss.now().UTC().Truncate(timeUnit))
+	if errors.Is(err, ErrNotFound) {
+		return errInvalidResetToken
+	}
+	if err != nil {
+		return storeErr(err)
+	}
+	iss.log.Info("password reset by link", "user_id", u.ID, "sessions_ended", ended)
+	return nil
+}
+
+// sendVerificationEmail mails a verification link. With a session it is
+// about that user (EMAIL_MISMATCH, EMAIL_ALREADY_VERIFIED); without one,
+// every address gets the same answer at once and the work runs after it.
+func (iss *Issuer) sendVerificationEmail(w http.ResponseWriter, r *http.Request) *apiError {
+	if ok, wait := iss.mailIP.allow(iss.clientIP(r)); !ok {
+		return tooMany(w, wait)
+	}
+	if apiErr := iss.cookieOrigin(r); apiErr != nil {
+		return apiErr
+	}
+	f, apiErr := readFields(w, r, iss.bodyBytes, false)
+	if apiErr != nil {
+		return apiErr
+	}
+	email, hasEmail := f.str("email", true)
+	callback, hasCallback := f.str("callbackURL", false)
+	if hasEmail && !validEmail(email) {
+		f.fail("email", "Invalid email address")
+	}
+	if apiErr := f.err(); apiErr != nil {
+		return apiErr
+	}
+	if !iss.rec.on {
+		return errVerificationDisabled
+	}
+	if hasCallback && !iss.safeRedirect(callback) {
+		return errInvalidCallback
+	}
+	email = strings.ToLower(email)
+	_, su, found, _, err := iss.lookup(r.Context(), r, true)
+	if err != nil {
+		return storeErr(err)
+	}
+	if found {
+		switch {
+		case su.Email != email:
+			return errEmailMismatch
+		case su.EmailVerified:
+			return errAlreadyVerified
+		}
+		if err := iss.queueLink(r.Context(), mail.EmailVerification, su, iss.verifyLink(callback)); err != nil {
+			return storeErr(err)
+		}
+	} else if !iss.rec.intake.run(r.Context(), func(ctx context.Context) {
+		u, _, err := iss.store.CredentialByEmail(ctx, email)
+		switch {
+		case errors.Is(err, ErrNotFound) || (err == nil && u.EmailVerified):
+			if _, _, err := iss.mailAddr.allow(ctx, email); err != nil {
+				iss.log.Error("verification email: rate limit", "error", err.Error())
+			}
+			return
+		case err == nil:
+			err = iss.queueLink(ctx, mail.EmailVerification, u, iss.verifyLink(callback))
+		}
+		if err != nil {
+			iss.log.Error("verification email: mail not queued", "error", err.Error())
+		}
+	}) {
+		w.Header().Set("Retry-After", "1")
+		return errIntakeFull
+	}
+	writeJSON(w, http.StatusOK, struct {
+		Status bool `json:"status"`
+	}{true})
+	return nil
+}
+
+// verifyEmail spends a verification token, marks the address verified and
+// signs the user in (Better Auth's autoSignInAfterVerification).
+func (iss *Issuer) verifyEmail(w http.ResponseWriter, r *http.Request) *apiError {
+	if ok, wait := iss.tokenIP.allow(iss.clientIP(r)); !ok {
+		return tooMany(w, wait)
+	}
+	q := r.URL.Query()
+	if _, ok := q["token"]; !ok {
+		return errBadRequest("VALIDATION_ERROR", "[query.token] Invalid input: expected string, received undefined")
+	}
+	tok := q.Get("token")
+	_, hasCallback := q["callbackURL"]
+	callback := q.Get("callbackURL")
+	if hasCallback && callback != "" && !iss.safeRedirect(callback) {
+		return errInvalidCallback
+	}
+	fail := func() *apiError {
+		if hasCallback && callback != "" {
+			sep := "?"
+			if strings.Contains(callback, "?") {
+				sep = "&"
+			}
+			redirect(w, callback+sep+"error=INVALID_TOKEN")
+			return nil
+		}
+		return errInvalidVerifyToken
+	}
+	if !iss.rec.on || tok == "" || len(tok) > maxTokenBytes {
+		return fail()
+	}
+	u, wasVerified, err := iss.store.VerifyEmail(r.Context(), hashToken(tok), iss.now().UTC().Truncate(timeUnit))
+	if errors.Is(err, ErrNotFound) {
+		return fail()
+	}
+	if err != nil {
+		return storeErr(err)
+	}
+	if !wasVerified {
+		s, su, found, _, err := iss.lookup(r.Context(), r, true)
+		if err != nil {
+			return storeErr(err)
+		}
+		if found && su.ID == u.ID {
+			iss.setSessionCookie(w, s)
+		} else {
+			ns, err := iss.newSession(r, u.ID, true)
+			if err != nil {
+				return errInternal(err)
+			}
+			if err := iss.store.CreateSession(r.Context(), ns); err != nil {
+				return storeErr(err)
+			}
+			iss.setSessionCookie(w, ns)
+		}
+	}
+	if hasCallback && callback != "" {
+		redirect(w, callback)
+		return nil
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("Referrer-Policy", "no-referrer")
+	writeJSON(w, http.StatusOK, struct {
+		Status bool      `json:"status"`
+		User   *userJSON `json:"user"`
+	}{true, nil})
+	return nil
+}
+
+// cookieOrigin is Better Auth's rule for these endpoints: a request that
+// carries any cookie must say where it comes from (Origin, else Referer),
+// and that must be a trusted origin.
+func (iss *Issuer) cookieOrigin(r *http.Request) *apiError {
+	if _, ok := r.Header["Cookie"]; !ok {
+		return nil
+	}
+	o := r.Header.Get("Origin")
+	if o == "" {
+		if ref, err := url.Parse(r.Header.Get("Referer")); err == nil && ref.Host != "" {
+			o = ref.Scheme + "://" + ref.Host
+		}
+	}
+	if o == "" || o == "null" {
+		return errMissingOrigin
+	}
+	if !iss.trusted[o] {
+		return errInvalidOrigin
+	}
+	return nil
+}
+
+// safeRedirect admits what a redirect may go to: a path on this origin or
+// an absolute URL on a trusted origin. It refuses what browsers would read
+// as another host: "//host", "/\host", "https:host", userinfo, encoded
+// slashes and backslashes, control bytes and raw non-ASCII.
+func (iss *Issuer) safeRedirect(s string) bool {
+	if s == "" {
+		return true
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x21 || c >= 0x7f || c == '\\' {
+			return false
+		}
+	}
+	if s[0] == '/' {
+		if len(s) > 1 && s[1] == '/' {
+			return false
+		}
+		l := strings.ToLower(s)
+		return !strings.Contains(l, "%2f") && !strings.Contains(l, "%5c")
+	}
+	scheme, rest, ok := strings.Cut(s, "://")
+	if !ok || (scheme != "http" && scheme != "https") {
+		return false
+	}
+	authority := rest
+	if i := strings.IndexAny(rest, "/?#"); i >= 0 {
+		authority = rest[:i]
+	}
+	if authority == "" || strings.ContainsAny(authority, "@%") {
+		return false
+	}
+	u, err := url.Parse(s)
+	if err != nil || u.User != nil || u.Opaque != "" || u.Host != authority {
+		return false
+	}
+	return iss.trusted[scheme+"://"+strings.ToLower(authority)]
+}
