@@ -1,6 +1,10 @@
 package issuer
 
-import "time"
+import (
+	"time"
+
+	"github.com/authsidecar/authsidecar/mail"
+)
 
 // The records below are what the admin CLI and "db copy" read and write
 // through a store; the request path uses none of them. They live here,
@@ -41,12 +45,21 @@ type Account struct {
 }
 
 // Snapshot is every row a store holds that "db copy" moves: users,
-// accounts, sessions, signing keys and roles. Rate-limit buckets are not
-// part of it: they refill by themselves.
+// accounts, sessions, signing keys, roles, recovery tokens and the outbox.
+// Rate-limit buckets are not part of it: they refill by themselves.
 type Snapshot struct {
 	Users    []User
 	Accounts []Account
 	Sessions []Session
 	Keys     []KeyRecord
 	Roles    []RoleGrant // Email is informational; UserID is what is stored
+	// RecoveryTokens move so that links already mailed keep working after
+	// a move: they are hashes, no more secret than the session tokens.
+	RecoveryTokens []RecoveryToken
+	// Outbox moves whole: pending rows with their sealed payload (mail
+	// queued before a move must not be lost; the payload opens with the
+	// same AUTH_SECRET, as the signing keys do), delivered and dead rows
+	// as the record "outbox list" shows. Leases do not move: the target's
+	// workers claim the pending rows afresh.
+	Outbox []mail.Queued
 }

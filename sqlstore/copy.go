@@ -7,14 +7,17 @@ import (
 	"fmt"
 
 	"github.com/authsidecar/authsidecar/issuer"
+	"github.com/authsidecar/authsidecar/mail"
 )
 
 // ErrNotEmpty: Import refuses a database that already holds rows; a copy
 // merged into live data could not be told apart from it afterwards.
 var ErrNotEmpty = errors.New("target database is not empty")
 
-// Export reads every user, account, session, key and role in one read
-// transaction, so the snapshot is consistent while the source serves.
+// Export reads every user, account, session, key, role, recovery token and
+// outbox row (pending ones with their sealed payload, leases left out) in
+// one read transaction, so the snapshot is consistent while the source
+// serves.
 func (db *DB) Export(ctx context.Context) (issuer.Snapshot, error) {
 	db.observe(ctx, "export")
 	var snap issuer.Snapshot
@@ -64,6 +67,29 @@ func (db *DB) Export(ctx context.Context) (issuer.Snapshot, error) {
 			snap.Roles = append(snap.Roles, g)
 			return err
 		}},
+		{"recovery_token", `SELECT hash, kind, user_id, email, expires_at, created_at FROM recovery_token ORDER BY hash`, func(rows *sql.Rows) error {
+			var r issuer.RecoveryToken
+			var hash []byte
+			var kind string
+			var exp, created int64
+			if err := rows.Scan(&hash, &kind, &r.UserID, &r.Email, &exp, &created); err != nil {
+				return err
+			}
+			// The schema's CHECK holds it to 32 bytes; a copy must not
+			// truncate or pad what it cannot read.
+			if len(hash) != len(r.Hash) {
+				return fmt.Errorf("token of user %s: hash of %d bytes, want %d", r.UserID, len(hash), len(r.Hash))
+			}
+			copy(r.Hash[:], hash)
+			r.Kind, r.ExpiresAt, r.CreatedAt = mail.Kind(kind), fromMS(exp), fromMS(created)
+			snap.RecoveryTokens = append(snap.RecoveryTokens, r)
+			return nil
+		}},
+		{"outbox", `SELECT ` + queuedColumns + ` FROM outbox ORDER BY created_at, id`, func(rows *sql.Rows) error {
+			q, err := scanQueued(rows, true)
+			snap.Outbox = append(snap.Outbox, q)
+			return err
+		}},
 	}
 	for _, st := range steps {
 		rows, err := rt.query(ctx, st.q)
@@ -87,7 +113,9 @@ func (db *DB) Export(ctx context.Context) (issuer.Snapshot, error) {
 
 // Import writes snap into this database in one transaction: all of it or,
 // on any error, none of it. It refuses (ErrNotEmpty) a database that
-// already holds a user, session, key or role.
+// already holds a user, session, key, role, recovery token or outbox row.
+// Outbox rows arrive without a lease: the target's workers claim the
+// pending ones afresh.
 func (db *DB) Import(ctx context.Context, snap issuer.Snapshot) error {
 	db.observe(ctx, "import")
 	return db.withTx(ctx, func(t tx) error {
@@ -128,6 +156,16 @@ func (db *DB) Import(ctx context.Context, snap issuer.Snapshot) error {
 		for _, g := range snap.Roles {
 			if _, err := t.exec(ctx, `INSERT INTO user_role (user_id, role, created_at) VALUES (?, ?, ?)`, g.UserID, g.Role, ms(g.CreatedAt)); err != nil {
 				return fmt.Errorf("import: insert role %s of %s: %w", g.Role, g.UserID, err)
+			}
+		}
+		for _, r := range snap.RecoveryTokens {
+			if err := insertRecoveryToken(ctx, t, r); err != nil {
+				return fmt.Errorf("import: token of user %s: %w", r.UserID, err)
+			}
+		}
+		for _, q := range snap.Outbox {
+			if err := insertOutbox(ctx, t, q); err != nil {
+				return fmt.Errorf("import: %w", err)
 			}
 		}
 		return nil

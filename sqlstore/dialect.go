@@ -22,6 +22,13 @@ type dialect struct {
 	// so two transactions cannot both read the old value. SQLite needs
 	// nothing: its write transactions (BEGIN IMMEDIATE) are serialized.
 	forUpdate string
+	// skipLocked ends a SELECT of rows to claim or sweep: rows another
+	// transaction holds are passed over instead of waited for, so
+	// replicas claiming outbox rows at once each get different ones, and
+	// a sweep never waits on (or deadlocks with) a request. SQLite needs
+	// nothing: its write transactions are serialized, so no row is ever
+	// held by another writer.
+	skipLocked string
 	// emailTaken reports an insert refused by the UNIQUE constraint on
 	// "user".email, and no other: a duplicate id (a broken db copy) must
 	// not read as "email already registered".
@@ -58,6 +65,7 @@ var postgresDialect = &dialect{
 	name:              "postgres",
 	rebind:            dollarPlaceholders,
 	forUpdate:         " FOR UPDATE",
+	skipLocked:        " FOR UPDATE SKIP LOCKED",
 	snapshotIsolation: sql.LevelRepeatableRead,
 	// SQLSTATE 23505 on the constraint migrations/postgres/0001 names by
 	// default, never the message text, which is localized.

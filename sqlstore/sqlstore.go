@@ -38,6 +38,9 @@ type DB struct {
 	where string
 	// takes counts TakeToken calls, for the periodic sweep.
 	takes atomic.Uint64
+	// issues counts IssueRecoveryToken calls, for the sweep of expired
+	// tokens; claims counts ClaimOutbox calls, for SweepOutbox.
+	issues, claims atomic.Uint64
 
 	// Observe, when set, is called once per query with the request context
 	// and a short name of the operation: metrics count database work per
@@ -145,7 +148,7 @@ func (db *DB) query(ctx context.Context, query string, args ...any) (*sql.Rows, 
 
 // tables lists the tables Count accepts and Export copies, parents before
 // children; table names cannot be bound as query parameters.
-var tables = []string{"user", "account", "session", "jwks", "user_role"}
+var tables = []string{"user", "account", "session", "jwks", "user_role", "recovery_token", "outbox"}
 
 // Count returns the number of rows in one of the tables.
 func (db *DB) Count(ctx context.Context, table string) (int, error) {

@@ -1,0 +1,247 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/authsidecar/authsidecar/issuer"
+	"github.com/authsidecar/authsidecar/mail"
+)
+
+// Recovery tokens (password reset, email verification) are stored as their
+// SHA-256 only, so the database never holds a usable link; the mail that
+// carries the link is queued in the outbox (outbox.go) in the token's own
+// transaction.
+//
+// Locking, on PostgreSQL: every transaction here locks the user's row
+// before it touches the user's tokens (spendToken reads the token's user
+// without a lock first), as DeleteUserByEmail's delete of the user row
+// does before its cascade. One order everywhere means no deadlock, and it
+// serializes two requests for the same user: without it, two reset
+// requests at once would each delete the other's older tokens before
+// either committed, and both new links would stay valid. SQLite's write
+// transactions are serialized anyway.
+
+// IssueRecoveryToken, in one transaction: deletes every other token of the
+// same kind of t.UserID (a new link replaces older ones), inserts t, and
+// inserts the outbox row q as pending, due at q.CreatedAt, with no
+// attempts (q's State, Attempts and NextAttemptAt are not read). t.Kind
+// and q.Kind must be the same; q needs an ID and a sealed payload. An
+// unknown user is issuer.ErrNotFound. Expired tokens of every user are
+// swept now and then afterwards, t.CreatedAt being "now".
+func (db *DB) IssueRecoveryToken(ctx context.Context, t issuer.RecoveryToken, q mail.Queued) error {
+	db.observe(ctx, "issue_recovery_token")
+	if t.Kind == "" || t.Kind != q.Kind {
+		return fmt.Errorf("issue recovery token: token kind %q and message kind %q: want the same kind", t.Kind, q.Kind)
+	}
+	if q.ID == "" || len(q.Sealed) == 0 {
+		return errors.New("issue recovery token: the message needs an id and a sealed payload")
+	}
+	q.State, q.Attempts, q.NextAttemptAt, q.LastError, q.DeliveredAt = outboxPending, 0, q.CreatedAt, "", time.Time{}
+	err := db.withTx(ctx, func(w tx) error {
+		if _, err := lockUser(ctx, w, t.UserID); err != nil {
+			return err
+		}
+		if _, err := w.exec(ctx, `DELETE FROM recovery_token WHERE user_id = ? AND kind = ?`, t.UserID, string(t.Kind)); err != nil {
+			return fmt.Errorf("delete older recovery tokens: %w", err)
+		}
+		if err := insertRecoveryToken(ctx, w, t); err != nil {
+			return err
+		}
+		return insertOutbox(ctx, w, q)
+	})
+	// Outside the transaction, as TakeToken's sweep and for its reasons;
+	// a failed sweep is the next one's work.
+	if err == nil && db.issues.Add(1)%sweepEvery == 0 {
+		db.exec(ctx, `DELETE FROM recovery_token WHERE hash IN (SELECT hash FROM recovery_token WHERE expires_at <= ?`+db.dl.skipLocked+`)`, ms(t.CreatedAt))
+	}
+	return err
+}
+
+func insertRecoveryToken(ctx context.Context, ex execer, t issuer.RecoveryToken) error {
+	_, err := ex.exec(ctx,
+		`INSERT INTO recovery_token (hash, kind, user_id, email, expires_at, created_at) VALUES (?, ?, ?, ?, ?, ?)`,
+		t.Hash[:], string(t.Kind), t.UserID, t.Email, ms(t.ExpiresAt), ms(t.CreatedAt))
+	if err != nil {
+		return fmt.Errorf("insert recovery token: %w", err)
+	}
+	return nil
+}
+
+// lockUser reads the user's row, locked for the rest of the transaction
+// on PostgreSQL. A missing user is issuer.ErrNotFound.
+func lockUser(ctx context.Context, t tx, id string) (issuer.User, error) {
+	u, err := scanUser(t.queryRow(ctx, `SELECT `+userColumns+` FROM "user" u WHERE u.id = ?`+t.db.dl.forUpdate, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return issuer.User{}, issuer.ErrNotFound
+	}
+	if err != nil {
+		return issuer.User{}, fmt.Errorf("lock user: %w", err)
+	}
+	return u, nil
+}
+
+// ResetTokenValid reports whether a password-reset token with this hash
+// exists and expires after now. It does not spend it.
+func (db *DB) ResetTokenValid(ctx context.Context, hash [32]byte, now time.Time) (bool, error) {
+	db.observe(ctx, "reset_token_valid")
+	var n int
+	err := db.queryRow(ctx, `SELECT count(*) FROM recovery_token WHERE hash = ? AND kind = ? AND expires_at > ?`,
+		hash[:], string(mail.PasswordReset), ms(now)).Scan(&n)
+	if err != nil {
+		return false, fmt.Errorf("reset token valid: %w", err)
+	}
+	return n > 0, nil
+}
+
+// spendToken deletes the token of that hash and kind and returns it with
+// its user, whose row it locks first (see the locking note above).
+// issuer.ErrNotFound when there is no such token, or another transaction
+// spent it first. An expired token is deleted and returned all the same:
+// the caller commits the delete and refuses it.
+func spendToken(ctx context.Context, t tx, hash [32]byte, kind mail.Kind) (issuer.User, issuer.RecoveryToken, error) {
+	tok := issuer.RecoveryToken{Hash: hash, Kind: kind}
+	err := t.queryRow(ctx, `SELECT user_id FROM recovery_token WHERE hash = ? AND kind = ?`, hash[:], string(kind)).Scan(&tok.UserID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return issuer.User{}, tok, issuer.ErrNotFound
+	}
+	if err != nil {
+		return issuer.User{}, tok, fmt.Errorf("read recovery token: %w", err)
+	}
+	u, err := lockUser(ctx, t, tok.UserID)
+	if err != nil {
+		// Gone with its user (ON DELETE CASCADE): not found.
+		return issuer.User{}, tok, err
+	}
+	// Under the user's lock no other spender of this token can be midway:
+	// the delete finds the row, or finds that one already committed.
+	var exp, created int64
+	err = t.queryRow(ctx, `DELETE FROM recovery_token WHERE hash = ? AND kind = ? RETURNING email, expires_at, created_at`,
+		hash[:], string(kind)).Scan(&tok.Email, &exp, &created)
+	if errors.Is(err, sql.ErrNoRows) {
+		return issuer.User{}, tok, issuer.ErrNotFound
+	}
+	if err != nil {
+		return issuer.User{}, tok, fmt.Errorf("spend recovery token: %w", err)
+	}
+	tok.ExpiresAt, tok.CreatedAt = fromMS(exp), fromMS(created)
+	return u, tok, nil
+}
+
+// ResetPassword, in one transaction: spends the password-reset token
+// (issuer.ErrNotFound when it is missing or expired; an expired one is
+// deleted all the same), deletes every other reset token of its user,
+// writes passwordHash into the user's credential account (creating it,
+// as CreateUser does, when the user has none: a user who only ever signed
+// in otherwise gains a password), sets email_verified (the user read mail
+// sent to the address) and updated_at, and when revokeSessions deletes
+// every session of the user. It returns the user as it now is and how
+// many sessions were deleted.
+func (db *DB) ResetPassword(ctx context.Context, hash [32]byte, passwordHash string, revokeSessions bool, now time.Time) (issuer.User, int, error) {
+	db.observe(ctx, "reset_password")
+	var u issuer.User
+	var revoked int
+	var refused error
+	err := db.withTx(ctx, func(t tx) error {
+		var tok issuer.RecoveryToken
+		var err error
+		u, tok, err = spendToken(ctx, t, hash, mail.PasswordReset)
+		if err != nil {
+			return err
+		}
+		if !tok.ExpiresAt.After(now) {
+			// Commit the delete of the expired token; refuse it after.
+			refused = issuer.ErrNotFound
+			return nil
+		}
+		if _, err := t.exec(ctx, `DELETE FROM recovery_token WHERE user_id = ? AND kind = ?`, u.ID, string(mail.PasswordReset)); err != nil {
+			return fmt.Errorf("delete other reset tokens: %w", err)
+		}
+		res, err := t.exec(ctx, `UPDATE account SET password = ?, updated_at = ? WHERE user_id = ? AND provider_id = 'credential'`,
+			passwordHash, ms(now), u.ID)
+		if err != nil {
+			return fmt.Errorf("set password: %w", err)
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return fmt.Errorf("set password: %w", err)
+		} else if n == 0 {
+			// CreateUser's credential account: derived id, account_id the
+			// user id.
+			if _, err := t.exec(ctx,
+				`INSERT INTO account (id, account_id, provider_id, user_id, password, created_at, updated_at) VALUES (?, ?, 'credential', ?, ?, ?, ?)`,
+				"cred_"+u.ID, u.ID, u.ID, passwordHash, ms(now), ms(now)); err != nil {
+				return fmt.Errorf("insert credential account: %w", err)
+			}
+		}
+		if _, err := t.exec(ctx, `UPDATE "user" SET email_verified = ?, updated_at = ? WHERE id = ?`, true, ms(now), u.ID); err != nil {
+			return fmt.Errorf("set email verified: %w", err)
+		}
+		u.EmailVerified, u.UpdatedAt = true, fromMS(ms(now))
+		if revokeSessions {
+			res, err := t.exec(ctx, `DELETE FROM session WHERE user_id = ?`, u.ID)
+			if err != nil {
+				return fmt.Errorf("revoke sessions: %w", err)
+			}
+			n, err := res.RowsAffected()
+			if err != nil {
+				return fmt.Errorf("revoke sessions: %w", err)
+			}
+			revoked = int(n)
+		}
+		return nil
+	})
+	if err == nil {
+		err = refused
+	}
+	if err != nil {
+		return issuer.User{}, 0, err
+	}
+	return u, revoked, nil
+}
+
+// VerifyEmail, in one transaction: spends the verification token
+// (issuer.ErrNotFound when it is missing or expired), checks its user
+// still has the address it was sent to (case-insensitive;
+// issuer.ErrNotFound otherwise), sets email_verified and updated_at
+// unless already set, and deletes the user's other verification tokens.
+// A token refused for expiry or a changed address is deleted all the
+// same: it can never succeed later (an address changed back included).
+// wasVerified is email_verified before; u is the user as it now is.
+func (db *DB) VerifyEmail(ctx context.Context, hash [32]byte, now time.Time) (u issuer.User, wasVerified bool, err error) {
+	db.observe(ctx, "verify_email")
+	var refused error
+	err = db.withTx(ctx, func(t tx) error {
+		var tok issuer.RecoveryToken
+		var err error
+		u, tok, err = spendToken(ctx, t, hash, mail.EmailVerification)
+		if err != nil {
+			return err
+		}
+		if !tok.ExpiresAt.After(now) || !strings.EqualFold(u.Email, tok.Email) {
+			refused = issuer.ErrNotFound
+			return nil
+		}
+		wasVerified = u.EmailVerified
+		if !wasVerified {
+			if _, err := t.exec(ctx, `UPDATE "user" SET email_verified = ?, updated_at = ? WHERE id = ?`, true, ms(now), u.ID); err != nil {
+				return fmt.Errorf("set email verified: %w", err)
+			}
+			u.EmailVerified, u.UpdatedAt = true, fromMS(ms(now))
+		}
+		if _, err := t.exec(ctx, `DELETE FROM recovery_token WHERE user_id = ? AND kind = ?`, u.ID, string(mail.EmailVerification)); err != nil {
+			return fmt.Errorf("delete other verification tokens: %w", err)
+		}
+		return nil
+	})
+	if err == nil {
+		err = refused
+	}
+	if err != nil {
+		return issuer.User{}, false, err
+	}
+	return u, wasVerified, nil
+}
