@@ -218,6 +218,9 @@ func New(ctx context.Context, o Options) (*Issuer, error) {
 		iss.trusted[origin] = true
 	}
 
+	if p := iss.rec.resetPage; p != "" && !iss.safeRedirect(p) {
+		return nil, fmt.Errorf("issuer: reset page %q is neither a path nor on base_url's origin or a trusted origin", p)
+	}
 	// Unknown emails are checked against this hash so that a sign-in costs
 	// the same whether or not the account exists.
 	if iss.dummyHash, err = iss.hasher.hash(ctx, "dummy password for timing"); err != nil {

@@ -639,7 +639,13 @@ func (iss *Issuer) safeRedirect(s string) bool {
 		if len(s) > 1 && s[1] == '/' {
 			return false
 		}
-		l := strings.ToLower(s)
+		// An encoded slash or backslash in the path may be decoded by
+		// whatever serves it into "//host" (Better Auth refuses them too).
+		path := s
+		if i := strings.IndexAny(s, "?#"); i >= 0 {
+			path = s[:i]
+		}
+		l := strings.ToLower(path)
 		return !strings.Contains(l, "%2f") && !strings.Contains(l, "%5c")
 	}
 	scheme, rest, ok := strings.Cut(s, "://")

@@ -35,11 +35,14 @@ import (
 // swept now and then afterwards, t.CreatedAt being "now".
 func (db *DB) IssueRecoveryToken(ctx context.Context, t issuer.RecoveryToken, q mail.Queued) error {
 	db.observe(ctx, "issue_recovery_token")
-	if t.Kind == "" || t.Kind != q.Kind {
+	// No message (q.ID empty) is an operator's link ("users reset-link"),
+	// printed rather than mailed.
+	mailed := q.ID != ""
+	if t.Kind == "" || (mailed && t.Kind != q.Kind) {
 		return fmt.Errorf("issue recovery token: token kind %q and message kind %q: want the same kind", t.Kind, q.Kind)
 	}
-	if q.ID == "" || len(q.Sealed) == 0 {
-		return errors.New("issue recovery token: the message needs an id and a sealed payload")
+	if mailed && len(q.Sealed) == 0 {
+		return errors.New("issue recovery token: the message needs a sealed payload")
 	}
 	q.State, q.Attempts, q.NextAttemptAt, q.LastError, q.DeliveredAt = outboxPending, 0, q.CreatedAt, "", time.Time{}
 	err := db.withTx(ctx, func(w tx) error {
@@ -51,6 +54,9 @@ func (db *DB) IssueRecoveryToken(ctx context.Context, t issuer.RecoveryToken, q 
 		}
 		if err := insertRecoveryToken(ctx, w, t); err != nil {
 			return err
+		}
+		if !mailed {
+			return nil
 		}
 		return insertOutbox(ctx, w, q)
 	})

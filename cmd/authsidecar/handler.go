@@ -191,6 +191,9 @@ func (st *stack) build(cfg config.Config) (*generation, error) {
 			SignInPerIP:             issuer.Rate(cfg.Limits.SigninPerIP),
 			SignInPerEmail:          issuer.Rate(cfg.Limits.SigninPerEmail),
 			SignUpPerIP:             issuer.Rate(cfg.Limits.SignupPerIP),
+			MailPerIP:               issuer.Rate(cfg.Limits.MailPerIP),
+			MailPerEmail:            issuer.Rate(cfg.Limits.MailPerEmail),
+			TokenPerIP:              issuer.Rate(cfg.Limits.TokenPerIP),
 			ClientIP:                proxy.ClientIP(trusted),
 		})
 		if err != nil {

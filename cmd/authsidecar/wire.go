@@ -141,7 +141,18 @@ func issuerOptions(cfg config.Config, secret config.Secret, store issuer.Store, 
 		SignInPerIP:             issuer.Rate(cfg.Limits.SigninPerIP),
 		SignInPerEmail:          issuer.Rate(cfg.Limits.SigninPerEmail),
 		SignUpPerIP:             issuer.Rate(cfg.Limits.SignupPerIP),
-		Logger:                  log,
+		MailPerIP:               issuer.Rate(cfg.Limits.MailPerIP),
+		MailPerEmail:            issuer.Rate(cfg.Limits.MailPerEmail),
+		TokenPerIP:              issuer.Rate(cfg.Limits.TokenPerIP),
+		Recovery: issuer.RecoveryOptions{
+			ResetTokenTTL:            cfg.Auth.ResetTokenTTL.D(),
+			VerificationTokenTTL:     cfg.Auth.VerificationTokenTTL.D(),
+			RequireEmailVerification: cfg.Auth.RequireEmailVerification,
+			SendOnSignin:             cfg.Auth.SendVerificationOnSignin,
+			KeepSessionsOnReset:      !cfg.Auth.RevokeSessionsOnPasswordReset,
+			ResetPage:                cfg.Auth.ResetPageURL,
+		},
+		Logger: log,
 	}
 }
 
