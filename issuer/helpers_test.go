@@ -89,6 +89,9 @@ func (e *env) start() {
 	e.t.Cleanup(e.srv.Close)
 }
 
+// noRedirects shows a test each redirect instead of following it.
+var noRedirects = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+
 type resp struct {
 	status int
 	header http.Header
@@ -133,7 +136,7 @@ func (e *env) do(method, path, contentType, body string, hdr ...string) resp {
 	for i := 0; i+1 < len(hdr); i += 2 {
 		req.Header.Add(hdr[i], hdr[i+1])
 	}
-	res, err := http.DefaultClient.Do(req)
+	res, err := noRedirects.Do(req)
 	if err != nil {
 		e.t.Fatal(err)
 	}

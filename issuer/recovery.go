@@ -431,7 +431,13 @@ func (iss *Issuer) resetPassword(w http.ResponseWriter, r *http.Request) *apiErr
 	if apiErr := iss.checkPasswordLength(password); apiErr != nil {
 		return apiErr
 	}
-	return iss.applyReset(w, r, tok, password)
+	if apiErr := iss.applyReset(w, r, tok, password); apiErr != nil {
+		return apiErr
+	}
+	writeJSON(w, http.StatusOK, struct {
+		Status bool `json:"status"`
+	}{true})
+	return nil
 }
 
 // applyReset spends tok and sets password; shared by the JSON endpoint and

@@ -647,6 +647,9 @@ func FuzzRecoveryEndpoints(f *testing.F) {
 	f.Add(uint8(0), `{"email":"alice@example.com","redirectTo":123}`, "")
 	f.Add(uint8(1), `{"newPassword":"\u0000\ud800","token":null}`, "")
 	f.Fuzz(func(t *testing.T, which uint8, body, query string) {
+		if strings.ContainsFunc(query, func(r rune) bool { return r <= ' ' || r >= 0x7f }) {
+			return // net/http refuses such a request line before any handler sees it
+		}
 		path := paths[int(which)%len(paths)]
 		method, ct := "POST", "application/json"
 		switch {
@@ -667,7 +670,7 @@ func FuzzRecoveryEndpoints(f *testing.F) {
 			req.Header.Set("Content-Type", ct)
 		}
 		req.Header.Set("Origin", "http://localhost:8080")
-		res, err := http.DefaultClient.Do(req)
+		res, err := noRedirects.Do(req)
 		if err != nil {
 			return // a query Go's client refuses to send
 		}
