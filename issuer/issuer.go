@@ -161,6 +161,9 @@ func New(ctx context.Context, o Options) (*Issuer, error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
+	if o.Recovery.RequireEmailVerification && o.Recovery.Sealer == nil {
+		return nil, errors.New("issuer: email verification required but no way to queue mail (Recovery.Sealer)")
+	}
 	if o.Now == nil {
 		o.Now = time.Now
 	}

@@ -224,9 +224,11 @@ func (iss *Issuer) queueLink(ctx context.Context, kind mail.Kind, u User, link f
 // empty when the client gave no redirectTo (ours then lands on the reset
 // page; Better Auth's on an error page).
 func (iss *Issuer) resetLink(redirectTo string) func(string) string {
-	return func(tok string) string {
-		return iss.origin + BasePath + "/reset-password/" + tok + "?callbackURL=" + url.QueryEscape(redirectTo)
-	}
+	return func(tok string) string { return resetURL(iss.origin, redirectTo, tok) }
+}
+
+func resetURL(origin, redirectTo, tok string) string {
+	return origin + BasePath + "/reset-password/" + tok + "?callbackURL=" + url.QueryEscape(redirectTo)
 }
 
 // verifyLink is the mailed verification URL.
@@ -239,11 +241,16 @@ func (iss *Issuer) verifyLink(callbackURL string) func(string) string {
 	}
 }
 
-// RecoveryLink makes a password-reset link for the user with email
-// without mailing it, for an operator ("users reset-link"). It replaces
-// the user's older reset links. ErrNotFound when no such user.
-func (iss *Issuer) RecoveryLink(ctx context.Context, email string) (string, time.Time, error) {
-	u, _, err := iss.store.CredentialByEmail(ctx, strings.ToLower(email))
+// ResetLink makes a password-reset link for the user with email without
+// mailing it, for an operator ("users reset-link"): the link lands on the
+// built-in reset page, whatever email.delivery says. It replaces the
+// user's older reset links. ErrNotFound when no such user.
+func ResetLink(ctx context.Context, store Store, baseURL, email string, ttl time.Duration, now time.Time) (string, time.Time, error) {
+	base, err := url.Parse(baseURL)
+	if err != nil || base.Host == "" {
+		return "", time.Time{}, fmt.Errorf("base URL %q is not an absolute URL", baseURL)
+	}
+	u, _, err := store.CredentialByEmail(ctx, strings.ToLower(email))
 	if err != nil {
 		return "", time.Time{}, err
 	}
@@ -251,12 +258,12 @@ func (iss *Issuer) RecoveryLink(ctx context.Context, email string) (string, time
 	if err != nil {
 		return "", time.Time{}, err
 	}
-	now := iss.now().UTC().Truncate(timeUnit)
-	t := RecoveryToken{Hash: hash, Kind: mail.PasswordReset, UserID: u.ID, Email: u.Email, ExpiresAt: now.Add(iss.rec.resetTTL), CreatedAt: now}
-	if err := iss.store.IssueRecoveryToken(ctx, t, mail.Queued{}); err != nil {
+	now = now.UTC().Truncate(timeUnit)
+	t := RecoveryToken{Hash: hash, Kind: mail.PasswordReset, UserID: u.ID, Email: u.Email, ExpiresAt: now.Add(ttl), CreatedAt: now}
+	if err := store.IssueRecoveryToken(ctx, t, mail.Queued{}); err != nil {
 		return "", time.Time{}, err
 	}
-	return iss.resetLink("")(tok), t.ExpiresAt, nil
+	return resetURL(base.Scheme+"://"+base.Host, "", tok), t.ExpiresAt, nil
 }
 
 // requestPasswordReset queues a reset link for a known address and answers
@@ -345,7 +352,7 @@ func (iss *Issuer) resetPasswordCallback(w http.ResponseWriter, r *http.Request,
 		}
 	}
 	valid := false
-	if iss.rec.on && len(tok) <= maxTokenBytes {
+	if len(tok) <= maxTokenBytes {
 		var err error
 		if valid, err = iss.store.ResetTokenValid(r.Context(), hashToken(tok), iss.now()); err != nil {
 			return storeErr(err)
@@ -443,7 +450,7 @@ func (iss *Issuer) resetPassword(w http.ResponseWriter, r *http.Request) *apiErr
 // applyReset spends tok and sets password; shared by the JSON endpoint and
 // the built-in page.
 func (iss *Issuer) applyReset(w http.ResponseWriter, r *http.Request, tok, password string) *apiError {
-	if !iss.rec.on || len(tok) > maxTokenBytes {
+	if len(tok) > maxTokenBytes {
 		return errInvalidResetToken
 	}
 	hash := hashToken(tok)
@@ -565,7 +572,7 @@ func (iss *Issuer) verifyEmail(w http.ResponseWriter, r *http.Request) *apiError
 		}
 		return errInvalidVerifyToken
 	}
-	if !iss.rec.on || tok == "" || len(tok) > maxTokenBytes {
+	if tok == "" || len(tok) > maxTokenBytes {
 		return fail()
 	}
 	u, wasVerified, err := iss.store.VerifyEmail(r.Context(), hashToken(tok), iss.now().UTC().Truncate(timeUnit))

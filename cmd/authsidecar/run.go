@@ -68,12 +68,17 @@ var commands = []command{
 			detail: "Admin routes read user_role on every request: it takes effect on the next one."},
 		{name: "list", args: "[EMAIL]", maxArgs: 1, summary: "list granted roles, of every user or of EMAIL", run: cmdRolesList},
 	}},
-	{name: "users", summary: "list and delete users, set a password", subs: []command{
+	{name: "users", summary: "list and delete users, set a password, make a reset link", subs: []command{
 		{name: "list", summary: "list users: id, email, name, created, live sessions", run: cmdUsersList},
 		{name: "delete", args: "EMAIL", minArgs: 1, maxArgs: 1, summary: "delete the user EMAIL with its sessions, roles and password", run: cmdUsersDelete,
 			detail: "JWTs already issued to the user stay valid until they expire (auth.jwt_ttl): there is\nno immediate revocation."},
 		{name: "set-password", args: "EMAIL", minArgs: 1, maxArgs: 1, summary: "set the password of EMAIL, read from the first line of stdin", secret: true, run: cmdUsersSetPassword,
 			detail: "The password is the first line of stdin without its line ending, within\nauth.min_password_length and auth.max_password_length characters. Sessions are kept.\nExample: authsidecar users set-password ann@example.com < new-password.txt"},
+		{name: "reset-link", args: "EMAIL", minArgs: 1, maxArgs: 1, summary: "print a single-use password-reset link for EMAIL (nothing is mailed)", run: cmdUsersResetLink,
+			detail: "The link opens the sidecar's reset page (or auth.reset_page_url) and works once, until\nauth.reset_token_ttl; it replaces the user's older reset links. Works whatever\nemail.delivery says. Only the link's hash is stored."},
+	}},
+	{name: "outbox", summary: "show and re-queue password-reset and verification mails", subs: []command{
+		{name: "list", args: "[pending|delivered|dead]", maxArgs: 1, summary: "list queued, delivered and dead messages (never their content)", run: cmdOutboxList},
 	}},
 	{name: "db", summary: "database maintenance", subs: []command{
 		{name: "backup", args: "FILE", minArgs: 1, maxArgs: 1, summary: "copy the live SQLite database to FILE (VACUUM INTO), safe while serving", run: cmdDBBackup,
