@@ -323,8 +323,9 @@ type SMTP struct {
 	// (TLS from the first byte, port 465) or "none" (only to a loopback
 	// address: mails carry working links).
 	TLS string `yaml:"tls"`
-	// CAFile is a PEM bundle of extra CAs trusted for the server's
-	// certificate, besides the system roots. Default empty.
+	// CAFile is a PEM bundle of the CAs trusted for the server's
+	// certificate, instead of the system roots (a private relay's CA).
+	// Default empty: the system roots.
 	CAFile string `yaml:"ca_file"`
 }
 
@@ -346,13 +347,18 @@ type EmailTemplates struct {
 	EmailVerification TemplateFiles `yaml:"email_verification"`
 }
 
-// TemplateFiles are the parts of one mail. Empty: the built-in part. The
-// files are Go templates (text/template for subject and text,
-// html/template for html), checked at start-up and by "authsidecar check".
+// TemplateFiles are the parts of one mail. Empty: the built-in part. They
+// are Go templates executed with the message (.URL, .To, .User.Name,
+// .TokenExpiresAt, ...), checked at start-up and by "authsidecar check".
 type TemplateFiles struct {
+	// Subject is the subject line itself, a one-line text/template (not a
+	// file name).
 	Subject string `yaml:"subject"`
-	Text    string `yaml:"text"`
-	HTML    string `yaml:"html"`
+	// Text is the path of a text/template file: the text/plain part.
+	Text string `yaml:"text"`
+	// HTML is the path of an html/template file (values are escaped): the
+	// text/html part.
+	HTML string `yaml:"html"`
 }
 
 // Metrics configures the admin listener.

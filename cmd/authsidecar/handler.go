@@ -67,7 +67,8 @@ func (k *issuerKeys) PublicKeys(ctx context.Context) ([]proxy.Key, error) {
 // the key set is loaded before it returns, so the first request finds it;
 // a verifier starts even while its JWKS URL is down (its business routes
 // answer 503 KEYS_UNAVAILABLE and /readyz fails until a fetch succeeds).
-func buildStack(ctx context.Context, cfg config.Config, secret config.Secret, db *sqlstore.DB, lg logs, reg prometheus.Registerer) (*stack, error) {
+// mw, when not nil, is the outbox's box and worker (email.delivery not off).
+func buildStack(ctx context.Context, cfg config.Config, secret config.Secret, db *sqlstore.DB, lg logs, reg prometheus.Registerer, mw *mailWiring) (*stack, error) {
 	log := lg.log
 	metrics := proxy.NewMetrics(reg)
 	kc := proxy.KeyCacheOptions{
@@ -111,6 +112,9 @@ func buildStack(ctx context.Context, cfg config.Config, secret config.Secret, db
 	} else {
 		opts := issuerOptions(cfg, secret, db, log)
 		opts.Registerer = reg
+		if mw != nil {
+			opts.Recovery.Sealer, opts.Recovery.Queued = mw.box, mw.worker.Queued
+		}
 		// A key the issuer creates reaches the verifier before any JWT it signs.
 		opts.OnNewKey = func(k issuer.PublicKey) { keys.Add(proxy.Key{KID: k.KID, Public: k.Key}) }
 		iss, err := issuer.New(ctx, opts)

@@ -29,7 +29,7 @@ func TestStackApplyLog(t *testing.T) {
 	defer db.Close()
 	var buf syncBuffer
 	lg := newLogs(cfg.Log, &buf)
-	st, err := buildStack(context.Background(), cfg, config.NewSecret(e2eSecret), db, lg, prometheus.NewRegistry())
+	st, err := buildStack(context.Background(), cfg, config.NewSecret(e2eSecret), db, lg, prometheus.NewRegistry(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -101,7 +101,17 @@ func serve(ctx context.Context, cfg config.Config, secret config.Secret, getenv 
 	}
 	countQueries(db, reg)
 
-	st, err := buildStack(ctx, cfg, secret, db, lg, reg)
+	mailSecret, err := cfg.LoadMailSecret(getenv)
+	if err != nil {
+		return err
+	}
+	var mw *mailWiring
+	if db != nil {
+		if mw, err = newMailWiring(cfg, secret, mailSecret, db, log, reg); err != nil {
+			return err
+		}
+	}
+	st, err := buildStack(ctx, cfg, secret, db, lg, reg, mw)
 	if err != nil {
 		return err
 	}
@@ -195,8 +205,23 @@ func serve(ctx context.Context, cfg config.Config, secret config.Secret, getenv 
 			}
 		}
 	}()
+	// The outbox worker delivers until the requests that queue mail are
+	// done; what it has not sent stays queued for the next start.
+	mailCtx, stopMail := context.WithCancel(context.Background())
+	mailDone := make(chan struct{})
+	go func() {
+		defer close(mailDone)
+		if mw != nil {
+			mw.worker.Run(mailCtx)
+		}
+	}()
 	err = public.Run(ctx)
 	<-hupDone // a reload under way ends before the store closes
+	if st.issuer != nil {
+		st.issuer.Wait() // mail queued after its request was answered
+	}
+	stopMail()
+	<-mailDone
 	stopAdmin()
 	if aerr := <-adminErr; err == nil {
 		err = aerr

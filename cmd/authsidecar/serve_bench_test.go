@@ -42,7 +42,7 @@ func BenchmarkServeBusiness(b *testing.B) {
 	reg := prometheus.NewRegistry()
 	countQueries(db, reg)
 	lg := newLogs(cfg.Log, io.Discard) // production defaults: JSON access log on
-	st, err := buildStack(context.Background(), cfg, config.NewSecret(e2eSecret), db, lg, reg)
+	st, err := buildStack(context.Background(), cfg, config.NewSecret(e2eSecret), db, lg, reg, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
