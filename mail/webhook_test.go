@@ -342,4 +342,3 @@ func TestNewWebhookRefuses(t *testing.T) {
 		t.Errorf("a good configuration: %v", err)
 	}
 }
-
