@@ -743,7 +743,7 @@ func TestNewWorkerRefuses(t *testing.T) {
 		{"no box", func(o *WorkerOptions) { o.Box = nil }, "no box"},
 		{"no sender", func(o *WorkerOptions) { o.Sender = nil }, "no sender"},
 		{"no delivery", func(o *WorkerOptions) { o.Delivery = "" }, "no delivery name"},
-		{"send timeout over half the lease", func(o *WorkerOptions) { o.Lease, o.SendTimeout = time.Minute, 31 * time.Second }, "more than half the lease"},
+		{"send timeout over half the lease", func(o *WorkerOptions) { o.Lease, o.SendTimeout = time.Minute, 31*time.Second }, "more than half the lease"},
 		{"default send timeout, short lease", func(o *WorkerOptions) { o.Lease = 10 * time.Second }, "more than half the lease"},
 		{"backoff max below base", func(o *WorkerOptions) { o.BackoffBase, o.BackoffMax = time.Minute, time.Second }, "below backoff base"},
 		{"negative attempts", func(o *WorkerOptions) { o.MaxAttempts = -1 }, "negative"},
