@@ -767,3 +767,54 @@ func TestNewWorkerRefuses(t *testing.T) {
 		t.Errorf("a second worker on the same registry: got %v, want a registration error", err)
 	}
 }
+
+// ackFails is a Queue whose acknowledgements fail: the process "crashes"
+// between delivery and acknowledgement.
+type ackFails struct{ *memQueue }
+
+func (ackFails) AckOutbox(context.Context, string, string, time.Time) error {
+	return errors.New("database is gone")
+}
+
+// TestWorkerResendAfterLostAckSameMessageID: a message delivered whose
+// acknowledgement was lost is sent again by another replica once the lease
+// ends, with the same Message-ID, so the receiving side can tell. This is
+// the at-least-once edge the outbox cannot close (nothing can, short of the
+// receiver de-duplicating).
+func TestWorkerResendAfterLostAckSameMessageID(t *testing.T) {
+	srv := &smtpServer{}
+	srv.start(t, plainServer, testCert{})
+	sender, err := NewSMTP(SMTPOptions{Addr: srv.addr, TLS: TLSNone, From: "accounts@acme.example", Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock := newFakeClock()
+	q := newMemQueue()
+	id := q.add(t, mustBox(t, testSecret), sampleMessage(PasswordReset), clock.Now())
+	lease := time.Minute
+
+	first, _, logs := testWorker(t, WorkerOptions{Queue: ackFails{q}, Sender: sender, Now: clock.Now, Owner: "replica-1", Lease: lease})
+	stop := run(t, first)
+	eventually(t, "the first delivery", func() bool { return len(srv.messages()) == 1 })
+	eventually(t, "the failed ack logged", func() bool { return strings.Contains(logs.String(), "acknowledgement failed") })
+	stop()
+
+	second, _, _ := testWorker(t, WorkerOptions{Queue: q, Sender: sender, Now: clock.Now, Owner: "replica-2", Lease: lease})
+	run(t, second)
+	second.Kick()
+	time.Sleep(20 * time.Millisecond)
+	if n := len(srv.messages()); n != 1 {
+		t.Fatalf("sent again while replica-1's lease held: %d messages", n)
+	}
+	clock.Add(lease)
+	second.Kick()
+	eventually(t, "the row delivered by replica-2", func() bool { return q.row(id).State == StateDelivered })
+	msgs := srv.messages()
+	if len(msgs) != 2 {
+		t.Fatalf("got %d messages, want 2", len(msgs))
+	}
+	a, b := parseMail(t, msgs[0].data).messageID, parseMail(t, msgs[1].data).messageID
+	if want := "<" + id + "@acme.example>"; a != want || b != want {
+		t.Errorf("Message-IDs %q and %q, want %q on both", a, b, want)
+	}
+}
