@@ -6,6 +6,8 @@ import (
 	"net/http/httptest"
 	"testing"
 	"time"
+
+	"github.com/authsidecar/authsidecar/internal/mailtest"
 )
 
 func BenchmarkBox(b *testing.B) {
@@ -42,8 +44,7 @@ func BenchmarkWorker(b *testing.B) {
 		signal()
 	}))
 	defer hook.Close()
-	smtpSrv := &smtpServer{onData: signal}
-	smtpSrv.start(b, plainServer, testCert{})
+	smtpSrv := mailtest.NewSMTPServer(b, mailtest.SMTPOptions{OnData: signal})
 
 	senders := []struct {
 		name   string
@@ -60,7 +61,7 @@ func BenchmarkWorker(b *testing.B) {
 			return s
 		}},
 		{"smtp", func() Sender {
-			s, err := NewSMTP(SMTPOptions{Addr: smtpSrv.addr, TLS: TLSNone, From: "a@acme.example"})
+			s, err := NewSMTP(SMTPOptions{Addr: smtpSrv.Addr, TLS: TLSNone, From: "a@acme.example"})
 			if err != nil {
 				b.Fatal(err)
 			}

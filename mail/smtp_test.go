@@ -1,115 +1,54 @@
 package mail
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
-	"io"
-	"mime"
-	"mime/multipart"
-	netmail "net/mail"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/authsidecar/authsidecar/internal/mailtest"
 )
 
-// parsedMail is a received message taken apart with net/mail and
-// mime/multipart, independently of the library that built it.
-type parsedMail struct {
-	header      netmail.Header
-	from, to    *netmail.Address
-	subject     string
-	messageID   string
-	contentType string
-	text, html  string
-}
-
-func parseMail(t *testing.T, data []byte) parsedMail {
+// parsed returns the message as the server took it apart, failing the
+// test when it does not parse. A multipart/alternative must list the plain
+// text first: RFC 2046 5.1.4 orders alternatives by increasing preference.
+func parsed(t *testing.T, m mailtest.SMTPMessage) mailtest.Mail {
 	t.Helper()
-	msg, err := netmail.ReadMessage(bytes.NewReader(data))
-	if err != nil {
-		t.Fatalf("received message does not parse: %v\n%s", err, data)
+	if m.ParseErr != nil {
+		t.Fatalf("received message does not parse: %v\n%s", m.ParseErr, m.Data)
 	}
-	var p parsedMail
-	p.header = msg.Header
-	if p.from, err = netmail.ParseAddress(msg.Header.Get("From")); err != nil {
-		t.Fatalf("From %q: %v", msg.Header.Get("From"), err)
+	if m.ContentType == "multipart/alternative" && strings.Join(m.Parts, ",") != "text/plain,text/html" {
+		t.Errorf("parts: got %v, want [text/plain text/html]", m.Parts)
 	}
-	if p.to, err = netmail.ParseAddress(msg.Header.Get("To")); err != nil {
-		t.Fatalf("To %q: %v", msg.Header.Get("To"), err)
-	}
-	if p.subject, err = new(mime.WordDecoder).DecodeHeader(msg.Header.Get("Subject")); err != nil {
-		t.Fatalf("Subject: %v", err)
-	}
-	p.messageID = msg.Header.Get("Message-Id")
-	mt, params, err := mime.ParseMediaType(msg.Header.Get("Content-Type"))
-	if err != nil {
-		t.Fatalf("Content-Type %q: %v", msg.Header.Get("Content-Type"), err)
-	}
-	p.contentType = mt
-	if mt != "multipart/alternative" {
-		return p
-	}
-	mr := multipart.NewReader(msg.Body, params["boundary"])
-	var order []string
-	for {
-		part, err := mr.NextPart() // decodes quoted-printable
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatalf("multipart: %v", err)
-		}
-		pt, _, err := mime.ParseMediaType(part.Header.Get("Content-Type"))
-		if err != nil {
-			t.Fatalf("part Content-Type: %v", err)
-		}
-		body, err := io.ReadAll(part)
-		if err != nil {
-			t.Fatal(err)
-		}
-		order = append(order, pt)
-		switch pt {
-		case "text/plain":
-			p.text = strings.ReplaceAll(string(body), "\r\n", "\n")
-		case "text/html":
-			p.html = strings.ReplaceAll(string(body), "\r\n", "\n")
-		}
-	}
-	// RFC 2046 5.1.4: alternatives in increasing order of preference,
-	// so the plain text comes first.
-	if strings.Join(order, ",") != "text/plain,text/html" {
-		t.Errorf("parts: got %v, want [text/plain text/html]", order)
-	}
-	return p
+	return m.Mail
 }
 
 func TestSMTPDelivers(t *testing.T) {
-	cert := newTestCert(t)
+	cert := mailtest.NewCert(t)
 	tests := []struct {
 		name       string
-		mode       serverMode
+		mode       mailtest.SMTPMode
 		tls        TLSMode
 		user, pass string
 		wantTLS    bool
 	}{
-		{"none without auth", plainServer, TLSNone, "", "", false},
-		{"none with auth to loopback", plainServer, TLSNone, "relay", "pw-none", false},
-		{"starttls with auth", startTLSServer, TLSStartTLS, "sender", "pw-starttls", true},
-		{"starttls is the default", startTLSServer, "", "", "", true},
-		{"implicit with auth", implicitServer, TLSImplicit, "sender", "pw-implicit", true},
+		{"none without auth", mailtest.Plain, TLSNone, "", "", false},
+		{"none with auth to loopback", mailtest.Plain, TLSNone, "relay", "pw-none", false},
+		{"starttls with auth", mailtest.StartTLS, TLSStartTLS, "sender", "pw-starttls", true},
+		{"starttls is the default", mailtest.StartTLS, "", "", "", true},
+		{"implicit with auth", mailtest.Implicit, TLSImplicit, "sender", "pw-implicit", true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			srv := &smtpServer{user: tt.user, pass: tt.pass}
-			srv.start(t, tt.mode, cert)
+			srv := mailtest.NewSMTPServer(t, mailtest.SMTPOptions{Mode: tt.mode, Cert: cert, Username: tt.user, Password: tt.pass})
 			s, err := NewSMTP(SMTPOptions{
-				Addr: srv.addr, TLS: tt.tls, Username: tt.user, Password: tt.pass,
+				Addr: srv.Addr, TLS: tt.tls, Username: tt.user, Password: tt.pass,
 				From:      "Acme Accounts <accounts@acme.example>",
-				TLSConfig: &tls.Config{RootCAs: cert.pool},
+				TLSConfig: &tls.Config{RootCAs: cert.Pool},
 				Timeout:   5 * time.Second,
 			})
 			if err != nil {
@@ -127,50 +66,50 @@ func TestSMTPDelivers(t *testing.T) {
 					t.Fatalf("Send: %v", err)
 				}
 			}
-			msgs := srv.messages()
+			msgs := srv.Messages()
 			if len(msgs) != 2 {
 				t.Fatalf("server got %d messages, want 2", len(msgs))
 			}
 			var ids []string
 			for _, r := range msgs {
-				if r.from != "accounts@acme.example" || r.to != m.To {
-					t.Errorf("envelope: got %s -> %s, want accounts@acme.example -> %s", r.from, r.to, m.To)
+				if r.EnvelopeFrom != "accounts@acme.example" || r.EnvelopeTo != m.To {
+					t.Errorf("envelope: got %s -> %s, want accounts@acme.example -> %s", r.EnvelopeFrom, r.EnvelopeTo, m.To)
 				}
-				if r.authUser != tt.user {
-					t.Errorf("authenticated as %q, want %q", r.authUser, tt.user)
+				if r.AuthUser != tt.user {
+					t.Errorf("authenticated as %q, want %q", r.AuthUser, tt.user)
 				}
-				if r.tls != tt.wantTLS {
-					t.Errorf("TLS: got %v, want %v", r.tls, tt.wantTLS)
+				if r.TLS != tt.wantTLS {
+					t.Errorf("TLS: got %v, want %v", r.TLS, tt.wantTLS)
 				}
-				p := parseMail(t, r.data)
-				if p.contentType != "multipart/alternative" {
-					t.Fatalf("Content-Type: got %s, want multipart/alternative", p.contentType)
+				p := parsed(t, r)
+				if p.ContentType != "multipart/alternative" {
+					t.Fatalf("Content-Type: got %s, want multipart/alternative", p.ContentType)
 				}
-				if p.from.Address != "accounts@acme.example" || p.from.Name != "Acme Accounts" {
-					t.Errorf("From: got %v", p.from)
+				if p.From.Address != "accounts@acme.example" || p.From.Name != "Acme Accounts" {
+					t.Errorf("From: got %v", p.From)
 				}
-				if p.to.Address != m.To {
-					t.Errorf("To: got %v, want %s", p.to, m.To)
+				if p.To.Address != m.To {
+					t.Errorf("To: got %v, want %s", p.To, m.To)
 				}
-				if p.subject != "Reset your password" {
-					t.Errorf("Subject: got %q", p.subject)
+				if p.Subject != "Reset your password" {
+					t.Errorf("Subject: got %q", p.Subject)
 				}
-				if got := p.header.Get("Auto-Submitted"); got != "auto-generated" {
+				if got := p.Header.Get("Auto-Submitted"); got != "auto-generated" {
 					t.Errorf("Auto-Submitted: got %q", got)
 				}
-				if _, err := p.header.Date(); err != nil {
+				if _, err := p.Header.Date(); err != nil {
 					t.Errorf("Date: %v", err)
 				}
-				if !strings.Contains(p.text, m.URL) || !strings.Contains(p.text, m.User.Name) {
-					t.Errorf("text part lacks the URL or the name as given:\n%s", p.text)
+				if !strings.Contains(p.Text, m.URL) || !strings.Contains(p.Text, m.User.Name) {
+					t.Errorf("text part lacks the URL or the name as given:\n%s", p.Text)
 				}
-				if !strings.Contains(p.html, `href="`+m.URL+`"`) {
-					t.Errorf("html part lacks the link:\n%s", p.html)
+				if !strings.Contains(p.HTML, `href="`+m.URL+`"`) {
+					t.Errorf("html part lacks the link:\n%s", p.HTML)
 				}
-				if strings.Contains(p.html, "<b>") || !strings.Contains(p.html, "&lt;b&gt;") {
-					t.Errorf("html part does not escape the name:\n%s", p.html)
+				if strings.Contains(p.HTML, "<b>") || !strings.Contains(p.HTML, "&lt;b&gt;") {
+					t.Errorf("html part does not escape the name:\n%s", p.HTML)
 				}
-				ids = append(ids, p.messageID)
+				ids = append(ids, p.MessageID)
 			}
 			if want := "<" + id + "@acme.example>"; ids[0] != want || ids[1] != want {
 				t.Errorf("Message-IDs: got %q, want %q on both sends", ids, want)
@@ -179,74 +118,68 @@ func TestSMTPDelivers(t *testing.T) {
 	}
 }
 
-// serverConf is the settable part of an smtpServer (which holds a mutex,
-// so a table does not copy it).
-type serverConf struct {
-	user, pass string
-	rejectRcpt bool
-}
-
 func TestSMTPRefusesToSend(t *testing.T) {
-	cert := newTestCert(t)
+	cert := mailtest.NewCert(t)
 	tests := []struct {
 		name      string
-		mode      serverMode
-		server    serverConf
+		server    mailtest.SMTPOptions
 		opts      SMTPOptions
 		wantErr   string
 		wantTries int // AUTH attempts the server saw
 	}{
 		{
-			name: "wrong password", mode: startTLSServer,
-			server:  serverConf{user: "sender", pass: "right"},
+			name:    "wrong password",
+			server:  mailtest.SMTPOptions{Mode: mailtest.StartTLS, Username: "sender", Password: "right"},
 			opts:    SMTPOptions{TLS: TLSStartTLS, Username: "sender", Password: "wrong"},
 			wantErr: "535", wantTries: 1,
 		},
 		{
-			name: "no credentials where the server requires them", mode: plainServer,
-			server:  serverConf{user: "sender", pass: "right"},
+			name:    "no credentials where the server requires them",
+			server:  mailtest.SMTPOptions{Username: "sender", Password: "right"},
 			opts:    SMTPOptions{TLS: TLSNone},
 			wantErr: "502",
 		},
 		{
 			// STARTTLS is mandatory: a server (or a man in the middle)
 			// not offering it gets neither the password nor the link.
-			name: "starttls not offered", mode: plainServer,
-			server:  serverConf{user: "sender", pass: "right"},
+			name:    "starttls not offered",
+			server:  mailtest.SMTPOptions{Username: "sender", Password: "right"},
 			opts:    SMTPOptions{TLS: TLSStartTLS, Username: "sender", Password: "right"},
 			wantErr: "STARTTLS",
 		},
 		{
-			name: "starttls with an untrusted certificate", mode: startTLSServer,
-			server:  serverConf{user: "sender", pass: "right"},
+			name:    "starttls with an untrusted certificate",
+			server:  mailtest.SMTPOptions{Mode: mailtest.StartTLS, Username: "sender", Password: "right"},
 			opts:    SMTPOptions{TLS: TLSStartTLS, Username: "sender", Password: "right", TLSConfig: &tls.Config{}},
 			wantErr: "certificate",
 		},
 		{
-			name: "implicit with an untrusted certificate", mode: implicitServer,
+			name:    "implicit with an untrusted certificate",
+			server:  mailtest.SMTPOptions{Mode: mailtest.Implicit},
 			opts:    SMTPOptions{TLS: TLSImplicit, TLSConfig: &tls.Config{}},
 			wantErr: "certificate",
 		},
 		{
-			name: "implicit against a plain server", mode: plainServer,
+			name:    "implicit against a plain server",
 			opts:    SMTPOptions{TLS: TLSImplicit},
 			wantErr: "tls",
 		},
 		{
-			name: "recipient refused", mode: plainServer,
-			server:  serverConf{rejectRcpt: true},
+			name:    "recipient refused",
+			server:  mailtest.SMTPOptions{RejectRcpt: true},
 			opts:    SMTPOptions{TLS: TLSNone},
 			wantErr: "550",
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			srv := &smtpServer{user: tt.server.user, pass: tt.server.pass, rejectRcpt: tt.server.rejectRcpt}
-			srv.start(t, tt.mode, cert)
+			so := tt.server
+			so.Cert = cert
+			srv := mailtest.NewSMTPServer(t, so)
 			o := tt.opts
-			o.Addr, o.From, o.Timeout = srv.addr, "accounts@acme.example", 5*time.Second
+			o.Addr, o.From, o.Timeout = srv.Addr, "accounts@acme.example", 5*time.Second
 			if o.TLSConfig == nil {
-				o.TLSConfig = &tls.Config{RootCAs: cert.pool}
+				o.TLSConfig = &tls.Config{RootCAs: cert.Pool}
 			}
 			s, err := NewSMTP(o)
 			if err != nil {
@@ -258,34 +191,30 @@ func TestSMTPRefusesToSend(t *testing.T) {
 			if err == nil || !strings.Contains(strings.ToLower(err.Error()), strings.ToLower(tt.wantErr)) {
 				t.Fatalf("Send: got %v, want an error containing %q", err, tt.wantErr)
 			}
-			if n := len(srv.messages()); n != 0 {
+			if n := len(srv.Messages()); n != 0 {
 				t.Errorf("server got %d messages, want 0", n)
 			}
-			srv.mu.Lock()
-			defer srv.mu.Unlock()
-			if srv.authTries != tt.wantTries {
-				t.Errorf("AUTH attempts: got %d, want %d", srv.authTries, tt.wantTries)
+			if n := srv.AuthTries(); n != tt.wantTries {
+				t.Errorf("AUTH attempts: got %d, want %d", n, tt.wantTries)
 			}
 		})
 	}
 }
 
 func TestSMTPCAFile(t *testing.T) {
-	cert := newTestCert(t)
-	srv := &smtpServer{}
-	srv.start(t, implicitServer, cert)
+	srv := mailtest.NewSMTPServer(t, mailtest.SMTPOptions{Mode: mailtest.Implicit})
 	ca := filepath.Join(t.TempDir(), "ca.pem")
-	if err := os.WriteFile(ca, cert.pem, 0o600); err != nil {
+	if err := os.WriteFile(ca, srv.Cert.PEM, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	s, err := NewSMTP(SMTPOptions{Addr: srv.addr, TLS: TLSImplicit, From: "a@acme.example", CAFile: ca, Timeout: 5 * time.Second})
+	s, err := NewSMTP(SMTPOptions{Addr: srv.Addr, TLS: TLSImplicit, From: "a@acme.example", CAFile: ca, Timeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Send(context.Background(), sampleMessage(PasswordReset), NewID()); err != nil {
 		t.Fatalf("Send with the CA file: %v", err)
 	}
-	if n := len(srv.messages()); n != 1 {
+	if n := len(srv.Messages()); n != 1 {
 		t.Fatalf("server got %d messages, want 1", n)
 	}
 }
@@ -294,9 +223,8 @@ func TestSMTPCAFile(t *testing.T) {
 // send past its ctx, even when the per-step timeout is far longer (the
 // worker's lease depends on it).
 func TestSMTPContextEndsSend(t *testing.T) {
-	srv := &smtpServer{stall: make(chan struct{})}
-	srv.start(t, plainServer, testCert{})
-	s, err := NewSMTP(SMTPOptions{Addr: srv.addr, TLS: TLSNone, From: "a@acme.example", Timeout: time.Minute})
+	srv := mailtest.NewSMTPServer(t, mailtest.SMTPOptions{Stall: make(chan struct{})})
+	s, err := NewSMTP(SMTPOptions{Addr: srv.Addr, TLS: TLSNone, From: "a@acme.example", Timeout: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,21 +2,16 @@ package mail
 
 import (
 	"context"
-	"crypto/hmac"
-	"crypto/rand"
-	"crypto/sha256"
 	"encoding/base64"
-	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
-	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/authsidecar/authsidecar/internal/mailtest"
 )
 
 // The published Standard Webhooks test vector: a signature any receiver
@@ -32,118 +27,10 @@ func TestSignWebhookVector(t *testing.T) {
 	}
 }
 
-func newWebhookSecret(t *testing.T) string {
-	t.Helper()
-	k := make([]byte, 32)
-	if _, err := rand.Read(k); err != nil {
-		t.Fatal(err)
-	}
-	return "whsec_" + base64.StdEncoding.EncodeToString(k)
-}
-
-// hookReceiver is a webhook endpoint that verifies requests on its own,
-// written from the Standard Webhooks spec rather than from the sender.
-type hookReceiver struct {
-	secret string
-	// status, when set, decides the answer to each verified request (n
-	// counts from 1); nil means 204.
-	status func(n int) int
-
-	mu       sync.Mutex
-	verified []hookRequest
-	rejected []string // why each refused request was refused
-}
-
-type hookRequest struct {
-	id, timestamp string
-	body          map[string]any
-}
-
-func (h *hookReceiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	reason := h.verify(r)
-	h.mu.Lock()
-	if reason != "" {
-		h.rejected = append(h.rejected, reason)
-		h.mu.Unlock()
-		http.Error(w, `{"error":"`+reason+`"}`, http.StatusUnauthorized)
-		return
-	}
-	n := len(h.verified)
-	h.mu.Unlock()
-	code := http.StatusNoContent
-	if h.status != nil {
-		code = h.status(n)
-	}
-	w.WriteHeader(code)
-}
-
-// verify returns "" for a request that passes every check, else why not,
-// and records the request.
-func (h *hookReceiver) verify(r *http.Request) string {
-	if r.Method != http.MethodPost {
-		return "method"
-	}
-	if r.Header.Get("Content-Type") != "application/json" {
-		return "content-type"
-	}
-	body, err := io.ReadAll(r.Body)
-	if err != nil {
-		return "read"
-	}
-	id, ts, sigs := r.Header.Get("Webhook-Id"), r.Header.Get("Webhook-Timestamp"), r.Header.Get("Webhook-Signature")
-	if id == "" || ts == "" || sigs == "" {
-		return "missing header"
-	}
-	sec, err := strconv.ParseInt(ts, 10, 64)
-	if err != nil {
-		return "timestamp"
-	}
-	if d := time.Since(time.Unix(sec, 0)); d > 5*time.Minute || d < -5*time.Minute {
-		return "timestamp tolerance"
-	}
-	key, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(h.secret, "whsec_"))
-	if err != nil {
-		return "receiver secret"
-	}
-	mac := hmac.New(sha256.New, key)
-	fmt.Fprintf(mac, "%s.%s.%s", id, ts, body)
-	want := mac.Sum(nil)
-	ok := false
-	for _, s := range strings.Fields(sigs) {
-		version, b64, found := strings.Cut(s, ",")
-		if !found || version != "v1" {
-			continue
-		}
-		got, err := base64.StdEncoding.DecodeString(b64)
-		if err == nil && hmac.Equal(got, want) {
-			ok = true
-		}
-	}
-	if !ok {
-		return "signature"
-	}
-	var m map[string]any
-	if err := json.Unmarshal(body, &m); err != nil {
-		return "json"
-	}
-	h.mu.Lock()
-	h.verified = append(h.verified, hookRequest{id: id, timestamp: ts, body: m})
-	h.mu.Unlock()
-	return ""
-}
-
-func (h *hookReceiver) requests() ([]hookRequest, []string) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return append([]hookRequest(nil), h.verified...), append([]string(nil), h.rejected...)
-}
-
 func TestWebhookDelivers(t *testing.T) {
-	secret := newWebhookSecret(t)
-	h := &hookReceiver{secret: secret}
-	srv := httptest.NewServer(h)
-	defer srv.Close()
-	s, err := NewWebhook(WebhookOptions{URL: srv.URL + "/hooks/mail", Secret: secret})
+	secret := mailtest.NewWebhookSecret(t)
+	recv := mailtest.NewWebhookReceiver(t, secret)
+	s, err := NewWebhook(WebhookOptions{URL: recv.URL, Secret: secret})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,12 +40,12 @@ func TestWebhookDelivers(t *testing.T) {
 	if err := s.Send(context.Background(), m, id); err != nil {
 		t.Fatalf("Send: %v", err)
 	}
-	got, rejected := h.requests()
+	got, rejected := recv.Requests(), recv.Rejected()
 	if len(got) != 1 || len(rejected) != 0 {
 		t.Fatalf("receiver verified %d, rejected %v; want 1 verified", len(got), rejected)
 	}
-	if got[0].id != id {
-		t.Errorf("webhook-id: got %q, want %q", got[0].id, id)
+	if got[0].ID != id {
+		t.Errorf("webhook-id: got %q, want %q", got[0].ID, id)
 	}
 	want := map[string]any{
 		"type":             "email_verification",
@@ -167,16 +54,14 @@ func TestWebhookDelivers(t *testing.T) {
 		"token_expires_at": "2030-01-02T03:04:05Z",
 		"user":             map[string]any{"id": "u_1", "email": "ada@example.com", "name": "Ada"},
 	}
-	if !reflect.DeepEqual(got[0].body, want) {
-		t.Errorf("body:\ngot  %v\nwant %v", got[0].body, want)
+	if !reflect.DeepEqual(got[0].Fields, want) {
+		t.Errorf("body:\ngot  %v\nwant %v", got[0].Fields, want)
 	}
 }
 
 func TestWebhookWrongSecretRefused(t *testing.T) {
-	h := &hookReceiver{secret: newWebhookSecret(t)}
-	srv := httptest.NewServer(h)
-	defer srv.Close()
-	s, err := NewWebhook(WebhookOptions{URL: srv.URL, Secret: newWebhookSecret(t)})
+	recv := mailtest.NewWebhookReceiver(t, mailtest.NewWebhookSecret(t))
+	s, err := NewWebhook(WebhookOptions{URL: recv.URL, Secret: mailtest.NewWebhookSecret(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,7 +69,7 @@ func TestWebhookWrongSecretRefused(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "status 401") {
 		t.Errorf("Send: got %v, want an error with status 401", err)
 	}
-	got, rejected := h.requests()
+	got, rejected := recv.Requests(), recv.Rejected()
 	if len(got) != 0 || !reflect.DeepEqual(rejected, []string{"signature"}) {
 		t.Errorf("receiver verified %d, rejected %v; want 0 and [signature]", len(got), rejected)
 	}
@@ -194,14 +79,13 @@ func TestWebhookWrongSecretRefused(t *testing.T) {
 // same webhook-id, each with its own valid timestamp and signature, and
 // only a 2xx counts as delivered.
 func TestWebhookRetriesKeepTheID(t *testing.T) {
-	secret := newWebhookSecret(t)
-	h := &hookReceiver{secret: secret, status: func(n int) int {
+	secret := mailtest.NewWebhookSecret(t)
+	recv := mailtest.NewWebhookReceiver(t, secret)
+	recv.SetStatus(func(n int) int {
 		return []int{http.StatusServiceUnavailable, http.StatusBadRequest, http.StatusOK}[n-1]
-	}}
-	srv := httptest.NewServer(h)
-	defer srv.Close()
+	})
 	clock := time.Now()
-	s, err := NewWebhook(WebhookOptions{URL: srv.URL, Secret: secret, Now: func() time.Time { return clock }})
+	s, err := NewWebhook(WebhookOptions{URL: recv.URL, Secret: secret, Now: func() time.Time { return clock }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -214,22 +98,22 @@ func TestWebhookRetriesKeepTheID(t *testing.T) {
 		}
 		clock = clock.Add(90 * time.Second)
 	}
-	got, _ := h.requests()
+	got := recv.Requests()
 	if len(got) != 3 {
 		t.Fatalf("receiver verified %d requests, want 3", len(got))
 	}
 	for i, r := range got {
-		if r.id != id {
-			t.Errorf("attempt %d: webhook-id %q, want %q", i+1, r.id, id)
+		if r.ID != id {
+			t.Errorf("attempt %d: webhook-id %q, want %q", i+1, r.ID, id)
 		}
-		if i > 0 && r.timestamp == got[i-1].timestamp {
-			t.Errorf("attempt %d: timestamp %s repeated; each attempt is signed at its own time", i+1, r.timestamp)
+		if i > 0 && r.Timestamp == got[i-1].Timestamp {
+			t.Errorf("attempt %d: timestamp %s repeated; each attempt is signed at its own time", i+1, r.Timestamp)
 		}
 	}
 }
 
 func TestWebhookFailures(t *testing.T) {
-	secret := newWebhookSecret(t)
+	secret := mailtest.NewWebhookSecret(t)
 	tests := []struct {
 		name    string
 		handler http.HandlerFunc
@@ -284,7 +168,7 @@ func TestWebhookFailures(t *testing.T) {
 // TestWebhookLargeResponse: a 2xx with a huge body acknowledges without the
 // sender reading it all.
 func TestWebhookLargeResponse(t *testing.T) {
-	secret := newWebhookSecret(t)
+	secret := mailtest.NewWebhookSecret(t)
 	var wrote int64
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(200)
@@ -312,7 +196,7 @@ func TestWebhookLargeResponse(t *testing.T) {
 }
 
 func TestNewWebhookRefuses(t *testing.T) {
-	good := newWebhookSecret(t)
+	good := mailtest.NewWebhookSecret(t)
 	tests := []struct {
 		name, url, secret, wantErr string
 	}{

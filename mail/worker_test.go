@@ -5,9 +5,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"net"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -16,6 +14,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/authsidecar/authsidecar/internal/mailtest"
 )
 
 const testSecret = "worker-test-secret-of-some-length"
@@ -591,31 +591,11 @@ func TestWorkerStopWaitsAtMostSendTimeout(t *testing.T) {
 // that is down (nothing listening, then 503s) and comes back gets each
 // message exactly once, and every attempt carried the same webhook-id.
 func TestWorkerReceiverDownThenUp(t *testing.T) {
-	secret := newWebhookSecret(t)
-	// Take a free port, and free it: "down" is nothing listening there.
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-
-	var mu sync.Mutex
-	attemptsByID := map[string]int{}
-	var up atomic.Bool
-	h := &hookReceiver{secret: secret, status: func(int) int {
-		if up.Load() {
-			return http.StatusOK
-		}
-		return http.StatusServiceUnavailable
-	}}
-	counting := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		attemptsByID[r.Header.Get("webhook-id")]++
-		mu.Unlock()
-		h.ServeHTTP(w, r)
-	})
-	sender, err := NewWebhook(WebhookOptions{URL: "http://" + addr + "/hook", Secret: secret, Timeout: time.Second})
+	secret := mailtest.NewWebhookSecret(t)
+	recv := mailtest.NewWebhookReceiver(t, secret)
+	recv.SetStatus(func(int) int { return http.StatusServiceUnavailable })
+	recv.Down() // "down" is nothing listening there
+	sender, err := NewWebhook(WebhookOptions{URL: recv.URL, Secret: secret, Timeout: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -635,50 +615,32 @@ func TestWorkerReceiverDownThenUp(t *testing.T) {
 	})
 
 	// The receiver comes up, answering 503 for a while.
-	l, err = net.Listen("tcp", addr)
-	if err != nil {
-		t.Fatalf("re-listen on %s: %v", addr, err)
-	}
-	srv := httptest.NewUnstartedServer(counting)
-	srv.Listener.Close()
-	srv.Listener = l
-	srv.Start()
-	defer srv.Close()
+	recv.Up()
 	eventually(t, "503s seen by the receiver", func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		return attemptsByID[ids[0]] >= 2 && attemptsByID[ids[1]] >= 2
+		seen := map[string]int{}
+		for _, h := range recv.Requests() {
+			seen[h.ID]++
+		}
+		return seen[ids[0]] >= 2 && seen[ids[1]] >= 2
 	})
-	up.Store(true)
+	recv.SetStatus(nil)
 	eventually(t, "both delivered", func() bool {
 		return q.row(ids[0]).State == StateDelivered && q.row(ids[1]).State == StateDelivered
 	})
 	time.Sleep(100 * time.Millisecond) // ten more polls
-	verified, rejected := h.requests()
-	if len(rejected) != 0 {
+	if rejected := recv.Rejected(); len(rejected) != 0 {
 		t.Errorf("receiver rejected %v", rejected)
 	}
-	accepted := map[string]int{}
-	for i, r := range verified {
-		if i >= len(verified)-2 { // the two answered 200 are the last two
-			accepted[r.id]++
-		}
-	}
+	accepted := recv.Deliveries()
 	for _, id := range ids {
-		if accepted[id] != 1 {
-			t.Errorf("message %s accepted %d times, want exactly once", id, accepted[id])
+		if n := len(accepted[id]); n != 1 {
+			t.Errorf("message %s accepted %d times, want exactly once", id, n)
 		}
 	}
-	mu.Lock()
-	for id := range attemptsByID {
-		if id != ids[0] && id != ids[1] {
-			t.Errorf("a request with webhook-id %q, not one of the messages'", id)
+	for _, h := range recv.Requests() {
+		if h.ID != ids[0] && h.ID != ids[1] {
+			t.Errorf("a request with webhook-id %q, not one of the messages'", h.ID)
 		}
-	}
-	total := attemptsByID[ids[0]] + attemptsByID[ids[1]]
-	mu.Unlock()
-	if total != len(verified) {
-		t.Errorf("%d requests, %d verified", total, len(verified))
 	}
 	if got := counter(t, reg, "authsidecar_mail_delivered_total", "delivery", "webhook", "type", "password_reset"); got != 1 {
 		t.Errorf("delivered{password_reset}: got %v, want 1", got)
@@ -782,9 +744,8 @@ func (ackFails) AckOutbox(context.Context, string, string, time.Time) error {
 // the at-least-once edge the outbox cannot close (nothing can, short of the
 // receiver de-duplicating).
 func TestWorkerResendAfterLostAckSameMessageID(t *testing.T) {
-	srv := &smtpServer{}
-	srv.start(t, plainServer, testCert{})
-	sender, err := NewSMTP(SMTPOptions{Addr: srv.addr, TLS: TLSNone, From: "accounts@acme.example", Timeout: 5 * time.Second})
+	srv := mailtest.NewSMTPServer(t, mailtest.SMTPOptions{})
+	sender, err := NewSMTP(SMTPOptions{Addr: srv.Addr, TLS: TLSNone, From: "accounts@acme.example", Timeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -795,7 +756,7 @@ func TestWorkerResendAfterLostAckSameMessageID(t *testing.T) {
 
 	first, _, logs := testWorker(t, WorkerOptions{Queue: ackFails{q}, Sender: sender, Now: clock.Now, Owner: "replica-1", Lease: lease})
 	stop := run(t, first)
-	eventually(t, "the first delivery", func() bool { return len(srv.messages()) == 1 })
+	eventually(t, "the first delivery", func() bool { return len(srv.Messages()) == 1 })
 	eventually(t, "the failed ack logged", func() bool { return strings.Contains(logs.String(), "acknowledgement failed") })
 	stop()
 
@@ -803,17 +764,17 @@ func TestWorkerResendAfterLostAckSameMessageID(t *testing.T) {
 	run(t, second)
 	second.Kick()
 	time.Sleep(20 * time.Millisecond)
-	if n := len(srv.messages()); n != 1 {
+	if n := len(srv.Messages()); n != 1 {
 		t.Fatalf("sent again while replica-1's lease held: %d messages", n)
 	}
 	clock.Add(lease)
 	second.Kick()
 	eventually(t, "the row delivered by replica-2", func() bool { return q.row(id).State == StateDelivered })
-	msgs := srv.messages()
+	msgs := srv.Messages()
 	if len(msgs) != 2 {
 		t.Fatalf("got %d messages, want 2", len(msgs))
 	}
-	a, b := parseMail(t, msgs[0].data).messageID, parseMail(t, msgs[1].data).messageID
+	a, b := parsed(t, msgs[0]).MessageID, parsed(t, msgs[1]).MessageID
 	if want := "<" + id + "@acme.example>"; a != want || b != want {
 		t.Errorf("Message-IDs %q and %q, want %q on both", a, b, want)
 	}
