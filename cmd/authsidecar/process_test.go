@@ -191,3 +191,17 @@ func cliWithEnv(t *testing.T, env map[string]string, args ...string) string {
 	}
 	return out
 }
+
+// binaryCLI runs the built binary as an operator does, with AUTH_SECRET
+// and env, and returns its stdout and stderr.
+func binaryCLI(t *testing.T, env []string, args ...string) (stdout, stderr string) {
+	t.Helper()
+	cmd := exec.Command(sidecarBinary(t), args...)
+	cmd.Env = append(append(testEnv(), "AUTH_SECRET="+e2eSecret), env...)
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("authsidecar %s: %v\n%s", strings.Join(args, " "), err, errOut.String())
+	}
+	return out.String(), errOut.String()
+}

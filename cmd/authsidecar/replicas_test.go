@@ -30,7 +30,7 @@ func replicaConfig(t *testing.T, dir, name, upstream, extra string) (path string
 upstream: %q
 database: { driver: postgres, max_conns: 4 }
 keys: { cooldown: 1s }
-limits: { signin_per_ip: "off", signup_per_ip: "off", signin_per_email: "3/m" }
+limits: { signin_per_ip: "off", signup_per_ip: "off", signin_per_email: "3/m", mail_per_ip: "off", mail_per_email: "off" }
 %s`, upstream, extra))
 }
 
@@ -38,14 +38,15 @@ func pgEnv(url string) []string {
 	return []string{"AUTH_SECRET=" + e2eSecret, "DATABASE_URL=" + url}
 }
 
-// startReplicas launches n replicas at the same moment on one database.
-func startReplicas(t *testing.T, n int, url, upstream string) []*process {
+// startReplicas launches n replicas at the same moment on one database,
+// with extra added to each config and env to each environment.
+func startReplicas(t *testing.T, n int, url, upstream, extra string, env ...string) []*process {
 	t.Helper()
 	dir := t.TempDir()
 	ps := make([]*process, n)
 	for i := range ps {
-		cfg, port := replicaConfig(t, dir, fmt.Sprintf("replica%d.yaml", i), upstream, "")
-		p, err := launch(t, cfg, port, pgEnv(url)...)
+		cfg, port := replicaConfig(t, dir, fmt.Sprintf("replica%d.yaml", i), upstream, extra)
+		p, err := launch(t, cfg, port, append(pgEnv(url), env...)...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -62,7 +63,7 @@ func startReplicas(t *testing.T, n int, url, upstream string) []*process {
 func TestReplicasOnPostgres(t *testing.T) {
 	url := pgtest.URL(t)
 	up := echoUpstream(t)
-	rs := startReplicas(t, 3, url, up.URL)
+	rs := startReplicas(t, 3, url, up.URL, "")
 	a, b, c := rs[0].sidecar, rs[1].sidecar, rs[2].sidecar
 
 	// Three replicas started together on an empty database made one key.
@@ -187,7 +188,7 @@ func TestReplicasOnPostgres(t *testing.T) {
 func TestReplicaKilledDuringSignUps(t *testing.T) {
 	url := pgtest.URL(t)
 	up := echoUpstream(t)
-	rs := startReplicas(t, 2, url, up.URL)
+	rs := startReplicas(t, 2, url, up.URL, "")
 	var (
 		mu    sync.Mutex
 		acked []string

@@ -134,7 +134,13 @@ func TestWebhookReceiver(t *testing.T) {
 		t.Fatalf("held request answered %d before the release", code)
 	case <-time.After(100 * time.Millisecond):
 	}
+	if r.WaitDelivered(2, 50*time.Millisecond) {
+		t.Fatal("WaitDelivered(2) returned true with one delivery")
+	}
 	release()
+	if !r.WaitDelivered(2, 5*time.Second) {
+		t.Fatal("WaitDelivered(2) returned false after the second delivery")
+	}
 	if code := <-done; code != 200 {
 		t.Fatalf("released: got %d, want 200", code)
 	}

@@ -73,6 +73,10 @@ type WebhookReceiver struct {
 	hold     chan struct{} // nil when not held
 	hooks    []Hook
 	rejected []string
+	// delivered counts hooks answered 2xx; changed is closed and replaced
+	// whenever it grows.
+	delivered int
+	changed   chan struct{}
 	srv      *http.Server
 	served   chan struct{} // closed when srv's Serve has returned
 }
@@ -81,7 +85,7 @@ type WebhookReceiver struct {
 // and stops it when the test ends.
 func NewWebhookReceiver(t testing.TB, secret string) *WebhookReceiver {
 	t.Helper()
-	r := &WebhookReceiver{t: t, secret: secret}
+	r := &WebhookReceiver{t: t, secret: secret, changed: make(chan struct{})}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -209,6 +213,11 @@ func (r *WebhookReceiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	}
 	r.mu.Lock()
 	r.hooks[i].Status = code
+	if code >= 200 && code < 300 {
+		r.delivered++
+		close(r.changed)
+		r.changed = make(chan struct{})
+	}
 	r.mu.Unlock()
 	if code != 0 {
 		w.WriteHeader(code)
@@ -264,11 +273,25 @@ func (r *WebhookReceiver) Deliveries() map[string][]Hook {
 func (r *WebhookReceiver) Delivered() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	n := 0
-	for _, h := range r.hooks {
-		if h.Status >= 200 && h.Status < 300 {
-			n++
+	return r.delivered
+}
+
+// WaitDelivered waits until Delivered is at least n, or d has passed; it
+// reports whether it got there.
+func (r *WebhookReceiver) WaitDelivered(n int, d time.Duration) bool {
+	timeout := time.NewTimer(d)
+	defer timeout.Stop()
+	for {
+		r.mu.Lock()
+		got, changed := r.delivered, r.changed
+		r.mu.Unlock()
+		if got >= n {
+			return true
+		}
+		select {
+		case <-changed:
+		case <-timeout.C:
+			return false
 		}
 	}
-	return n
 }
