@@ -89,7 +89,7 @@ func buildStack(ctx context.Context, cfg config.Config, secret config.Secret, db
 		kc.Source = src
 	}
 	keys := proxy.NewKeyCache(kc)
-	proxy.RegisterKeyCache(reg, keys)
+	proxy.RegisterKeyCache(reg, func() *proxy.KeyCache { return keys })
 	built := false
 	defer func() {
 		if !built {
@@ -126,16 +126,20 @@ func buildStack(ctx context.Context, cfg config.Config, secret config.Secret, db
 			return nil, fmt.Errorf("load keys: %w", err)
 		}
 	}
+	var tokens *proxy.TokenCacheMetrics
+	if cfg.Cache.VerifiedTokens > 0 {
+		tokens = proxy.NewTokenCacheMetrics(reg, func() int { return proxy.CachedTokens(st.verifier) })
+	}
 	name := cfg.JWTIssuer()
 	st.verifier = proxy.NewCachingVerifier(proxy.CachingVerifierOptions{
 		Inner: proxy.NewJWTVerifier(proxy.JWTVerifierOptions{
 			Keys: keys, Issuer: name, Audience: name,
 			Leeway: cfg.Auth.Leeway.D(), MaxTTL: cfg.Auth.JWTTTL.D(),
 		}),
-		Keys:       keys,
-		Size:       cfg.Cache.VerifiedTokens,
-		Leeway:     cfg.Auth.Leeway.D(),
-		Registerer: reg,
+		Keys:    keys,
+		Size:    cfg.Cache.VerifiedTokens,
+		Leeway:  cfg.Auth.Leeway.D(),
+		Metrics: tokens,
 	})
 	g, err := st.build(cfg)
 	if err != nil {
