@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"encoding/base64"
+	"encoding/pem"
 	"fmt"
 	"io"
 	"log/slog"
@@ -87,9 +88,9 @@ func TestStackApplyLog(t *testing.T) {
 	}
 }
 
-// jwksServer serves a JWKS of one fresh Ed25519 key under kid and counts
-// the fetches.
-func jwksServer(t *testing.T, kid string) (*httptest.Server, *atomic.Int64) {
+// jwksServer serves a JWKS of one fresh Ed25519 key under kid, over TLS
+// when tls (httptest's own certificate), and counts the fetches.
+func jwksServer(t *testing.T, kid string, tls bool) (*httptest.Server, *atomic.Int64) {
 	t.Helper()
 	pub, _, err := ed25519.GenerateKey(nil)
 	if err != nil {
@@ -97,11 +98,17 @@ func jwksServer(t *testing.T, kid string) (*httptest.Server, *atomic.Int64) {
 	}
 	var fetches atomic.Int64
 	doc := fmt.Sprintf(`{"keys":[{"kty":"OKP","crv":"Ed25519","alg":"EdDSA","use":"sig","kid":%q,"x":%q}]}`, kid, base64.RawURLEncoding.EncodeToString(pub))
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+	h := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		fetches.Add(1)
 		w.Header().Set("Content-Type", "application/json")
 		io.WriteString(w, doc)
-	}))
+	})
+	srv := httptest.NewUnstartedServer(h)
+	if tls {
+		srv.StartTLS()
+	} else {
+		srv.Start()
+	}
 	t.Cleanup(srv.Close)
 	return srv, &fetches
 }
@@ -113,8 +120,8 @@ func jwksServer(t *testing.T, kid string) (*httptest.Server, *atomic.Int64) {
 // keeps the cache (no fetch, the token cache kept).
 func TestStackApplyJWKS(t *testing.T) {
 	up := echoUpstream(t)
-	a, fetchesA := jwksServer(t, "ka")
-	b, fetchesB := jwksServer(t, "kb")
+	a, fetchesA := jwksServer(t, "ka", false)
+	b, fetchesB := jwksServer(t, "kb", false)
 	cfg := config.Default()
 	cfg.Mode, cfg.Database.Driver, cfg.Upstream = "verifier", "none", up.URL
 	cfg.Routes.CookieOnly, cfg.Routes.Admin = nil, nil // they need a database
@@ -177,5 +184,54 @@ func TestStackApplyJWKS(t *testing.T) {
 	}
 	if got := fetchesA.Load(); got != 1 {
 		t.Errorf("apply after close fetched A: %d fetches, want 1", got)
+	}
+}
+
+// TestStackApplyJWKSCAFile: keys.jwks_ca_file is applied with the URL it
+// serves: switching to an https JWKS signed by a private CA works with
+// that CA's file and is refused without it, the key set in force staying.
+func TestStackApplyJWKSCAFile(t *testing.T) {
+	up := echoUpstream(t)
+	plain, _ := jwksServer(t, "kplain", false)
+	private, fetches := jwksServer(t, "kprivate", true)
+	caFile := filepath.Join(t.TempDir(), "ca.pem")
+	writeFile(t, caFile, string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: private.Certificate().Raw})))
+
+	cfg := config.Default()
+	cfg.Mode, cfg.Database.Driver, cfg.Upstream = "verifier", "none", up.URL
+	cfg.Routes.CookieOnly, cfg.Routes.Admin = nil, nil // they need a database
+	cfg.Keys.JWKSURL = plain.URL + "/api/auth/jwks"
+	var buf syncBuffer
+	st, err := buildStack(context.Background(), cfg, config.Secret{}, nil, newLogs(cfg.Log, &buf), prometheus.NewRegistry(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.close()
+
+	steps := []struct {
+		name    string
+		caFile  string
+		wantErr string
+		wantKID string
+	}{
+		{"https without its CA refused", "", "certificate", "kplain"},
+		{"https with its CA", caFile, "", "kprivate"},
+		{"the CA file dropped: refused, the private set stays", "", "certificate", "kprivate"},
+	}
+	for _, s := range steps {
+		t.Run(s.name, func(t *testing.T) {
+			next := cfg
+			next.Keys.JWKSURL, next.Keys.JWKSCAFile = private.URL+"/api/auth/jwks", s.caFile
+			err := st.apply(next)
+			if s.wantErr == "" && err != nil || s.wantErr != "" && (err == nil || !strings.Contains(err.Error(), s.wantErr)) {
+				t.Fatalf("apply: got error %v, want %q", err, s.wantErr)
+			}
+			if !st.keys().Has(s.wantKID) {
+				t.Errorf("key set in force: want kid %s", s.wantKID)
+			}
+		})
+	}
+	if got := fetches.Load(); got != 1 {
+		t.Errorf("the private JWKS was fetched %d times, want 1 (the handshakes without its CA fail first)", got)
 	}
 }
