@@ -342,3 +342,22 @@ func TestNewWebhookRefuses(t *testing.T) {
 		t.Errorf("a good configuration: %v", err)
 	}
 }
+
+// TestWebhookBodyExact pins the payload byte for byte: field order, the
+// expiry in UTC to the second, '&' and '<' unescaped, no trailing newline.
+func TestWebhookBodyExact(t *testing.T) {
+	m := Message{
+		Kind: PasswordReset, To: "ada@example.com",
+		URL:            "https://app.example.com/api/auth/reset-password/tok?callbackURL=%2Fa&b=1",
+		TokenExpiresAt: time.Date(2030, 1, 2, 4, 4, 5, 123456789, time.FixedZone("CET", 3600)),
+		User:           User{ID: "u_1", Email: "ada@example.com", Name: `Ada "<3" Lovelace`},
+	}
+	got, err := webhookBody(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"type":"password_reset","to":"ada@example.com","url":"https://app.example.com/api/auth/reset-password/tok?callbackURL=%2Fa&b=1","token_expires_at":"2030-01-02T03:04:05Z","user":{"id":"u_1","email":"ada@example.com","name":"Ada \"<3\" Lovelace"}}`
+	if string(got) != want {
+		t.Errorf("got  %s\nwant %s", got, want)
+	}
+}
