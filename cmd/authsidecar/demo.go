@@ -62,6 +62,9 @@ func cmdDemo(ctx context.Context, e *cliEnv, args []string) error {
 	cfg.Database.Path = filepath.Join(dir, "demo.db")
 	cfg.Metrics.Listen = metricsAddr
 	cfg.Log.Format = "text"
+	// Reset and verification mails go to the log, links and all: the
+	// demo page's "forgot password" is followed from there.
+	cfg.Email.Delivery = "log"
 	if err := cfg.Validate(); err != nil {
 		return fmt.Errorf("demo config: %w", err)
 	}
