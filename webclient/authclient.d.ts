@@ -94,7 +94,9 @@ export interface AuthClient {
   /**
    * Mails a verification link (POST /api/auth/send-verification-email). callbackURL (a path,
    * or a URL on a trusted origin) is where the link sends the browser, signed in; default "/".
-   * Signed in as another address: EMAIL_MISMATCH; already verified: EMAIL_ALREADY_VERIFIED.
+   * Without a session every address gets the same answer; signed in, the address must be the
+   * session's (else EMAIL_MISMATCH, 400) and not yet verified (else EMAIL_ALREADY_VERIFIED, 400).
+   * A callbackURL elsewhere: INVALID_CALLBACK_URL (403).
    */
   sendVerificationEmail(input: { email: string; callbackURL?: string }): Promise<{ status: true }>;
   /**
@@ -103,8 +105,11 @@ export interface AuthClient {
    * stores the JWT, as signIn does: it resolves to that session, or null when the address
    * was already verified (no session is started then) and there is none. Rejects with
    * INVALID_TOKEN (401) for an unknown, used, replaced or expired link. With callbackURL
-   * the sidecar answers with a redirect that fetch follows, so it must be on the page's
-   * own origin; the links the sidecar mails use it, a page that has the token need not.
+   * the sidecar answers with a redirect, which fetch follows (an error comes back as
+   * ?error=CODE there and still rejects): use it only when the page, the sidecar and
+   * callbackURL share one origin, since a cross-origin redirect fails CORS (NETWORK_ERROR)
+   * after the token is spent. The mailed links need callbackURL; a page that already holds
+   * the token does not.
    */
   verifyEmail(input: { token: string; callbackURL?: string }): Promise<SessionResult | null>;
   /** Fetches a fresh JWT with the cookie and stores it; null without a live session. */

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -190,6 +191,67 @@ func TestBrowserRecovery(t *testing.T) {
 			chromedp.WaitReady(chromedp.CSS(`#recovery-result[data-state="error"]`)),
 		); err != nil {
 			t.Fatalf("open the used link: %v", err)
+		}
+	})
+
+	t.Run("the served client's verifyEmail in the page, with and without callbackURL", func(t *testing.T) {
+		// The mail is asked for without a session, as from a sign-in page.
+		links := map[string]string{}
+		for _, email := range []string{"plain@example.com", "callback@example.com"} {
+			demoPost(t, base, "/api/auth/sign-up/email", fmt.Sprintf(`{"name":"V","email":%q,"password":%q}`, email, browserPassword), 200)
+			skip := len(mailsTo(demoLog(), "email_verification", email))
+			demoPost(t, base, "/api/auth/send-verification-email", fmt.Sprintf(`{"email":%q,"callbackURL":"/?flow=verified"}`, email), 200)
+			links[email] = waitMail(t, demoLog, "email_verification", email, skip)
+		}
+		tokenOf := func(link string) string {
+			u, err := url.Parse(link)
+			if err != nil || u.Query().Get("token") == "" {
+				t.Fatalf("no token in %s", link)
+			}
+			return u.Query().Get("token")
+		}
+		type outcome struct {
+			Code, Email, Stored string
+			Verified            bool
+		}
+		// call runs verifyEmail in a fresh browser context on the demo's
+		// origin, with the client the sidecar serves.
+		call := func(input string) outcome {
+			ctx := newTab(t, browser, 60*time.Second)
+			openDemo(t, ctx, base)
+			return eval[outcome](t, ctx, `
+				const { createAuthClient } = await import("/api/auth/client.js");
+				const auth = createAuthClient();
+				try {
+					const s = await auth.verifyEmail(`+input+`);
+					return { email: s?.user.email ?? "", verified: s?.user.emailVerified ?? false, stored: localStorage.getItem("authToken") ?? "" };
+				} catch (err) {
+					return { code: err.code };
+				}`)
+		}
+		for _, tc := range []struct {
+			name, input string
+			want        outcome
+		}{
+			{"bad token", `{ token: "not-a-token" }`, outcome{Code: "INVALID_TOKEN"}},
+			{"bad token, callbackURL", `{ token: "not-a-token", callbackURL: "/?flow=verified" }`, outcome{Code: "INVALID_TOKEN"}},
+			{"mailed token", fmt.Sprintf(`{ token: %q }`, tokenOf(links["plain@example.com"])), outcome{Email: "plain@example.com", Verified: true}},
+			{"mailed token, callbackURL", fmt.Sprintf(`{ token: %q, callbackURL: "/?flow=verified" }`, tokenOf(links["callback@example.com"])), outcome{Email: "callback@example.com", Verified: true}},
+			{"spent token", fmt.Sprintf(`{ token: %q }`, tokenOf(links["plain@example.com"])), outcome{Code: "INVALID_TOKEN"}},
+			{"spent token, callbackURL", fmt.Sprintf(`{ token: %q, callbackURL: "/?flow=verified" }`, tokenOf(links["callback@example.com"])), outcome{Code: "INVALID_TOKEN"}},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				got := call(tc.input)
+				if signedIn := tc.want.Email != ""; signedIn != (got.Stored != "") {
+					t.Errorf("stored JWT %q, want one exactly when the link signs in", got.Stored)
+				} else if signedIn {
+					jwtSubject(t, got.Stored)
+				}
+				got.Stored = ""
+				if got != tc.want {
+					t.Errorf("got %+v, want %+v", got, tc.want)
+				}
+			})
 		}
 	})
 }
