@@ -20,7 +20,7 @@ func sampleMessage(k Kind) Message {
 	}
 }
 
-func mustBox(t *testing.T, secret string) *Box {
+func mustBox(t testing.TB, secret string) *Box {
 	t.Helper()
 	b, err := NewBox([]byte(secret))
 	if err != nil {

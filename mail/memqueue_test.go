@@ -35,7 +35,7 @@ type failCall struct {
 func newMemQueue() *memQueue { return &memQueue{rows: map[string]*memRow{}} }
 
 // add seals m into a new pending row created at now and returns its id.
-func (q *memQueue) add(t *testing.T, b *Box, m Message, now time.Time) string {
+func (q *memQueue) add(t testing.TB, b *Box, m Message, now time.Time) string {
 	t.Helper()
 	id := NewID()
 	sealed, err := b.Seal(id, m)

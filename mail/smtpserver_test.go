@@ -83,6 +83,8 @@ type smtpServer struct {
 	stall chan struct{}
 	// rejectRcpt answers every RCPT with 550.
 	rejectRcpt bool
+	// onData, when not nil, is called after each message is kept.
+	onData func()
 
 	mu        sync.Mutex
 	msgs      []received
@@ -98,7 +100,7 @@ const (
 )
 
 // start listens on 127.0.0.1:0 and serves until the test ends.
-func (s *smtpServer) start(t *testing.T, mode serverMode, cert testCert) {
+func (s *smtpServer) start(t testing.TB, mode serverMode, cert testCert) {
 	t.Helper()
 	srv := smtp.NewServer(smtp.BackendFunc(func(c *smtp.Conn) (smtp.Session, error) {
 		return &smtpSession{srv: s, conn: c}, nil
@@ -201,6 +203,9 @@ func (ss *smtpSession) Data(r io.Reader) error {
 	ss.srv.mu.Lock()
 	ss.srv.msgs = append(ss.srv.msgs, received{from: ss.from, to: ss.to, authUser: ss.authUser, tls: isTLS, data: b})
 	ss.srv.mu.Unlock()
+	if ss.srv.onData != nil {
+		ss.srv.onData()
+	}
 	return nil
 }
 

@@ -47,6 +47,7 @@ func cmdCheck(ctx context.Context, e *cliEnv, args []string) error {
 	if cfg.NeedsSecret() {
 		secret = checkSecret(r, cfg, e.getenv)
 	}
+	checkMail(r, cfg, e.getenv)
 	in, dbOK := checkDatabase(ctx, r, cfg, e.getenv)
 	switch {
 	case cfg.Verifier():
@@ -72,6 +73,28 @@ func checkSecret(r *checkReport, cfg config.Config, getenv func(string) string) 
 	}
 	r.ok("secret from $%s", cfg.Auth.SecretEnv)
 	return secret
+}
+
+// checkMail builds the mail delivery as serve would, without sending: the
+// secret it needs, its options and every template (executed once).
+func checkMail(r *checkReport, cfg config.Config, getenv func(string) string) {
+	if cfg.Email.Delivery == "off" {
+		return
+	}
+	ms, err := cfg.LoadMailSecret(getenv)
+	if err != nil {
+		r.fail(err)
+		return
+	}
+	if _, err := newSender(cfg, ms, newLogger(config.Log{Level: "error"}, io.Discard)); err != nil {
+		r.fail(err)
+		return
+	}
+	if _, err := mailTemplates(cfg); err != nil {
+		r.fail(err)
+		return
+	}
+	r.ok("mail delivery %s (templates checked; nothing sent)", cfg.Email.Delivery)
 }
 
 // checkDatabase reads the database as serve would find it, without
