@@ -29,17 +29,21 @@ import (
 // IssueRecoveryToken, in one transaction: deletes every other token of the
 // same kind of t.UserID (a new link replaces older ones), inserts t, and
 // inserts the outbox row q as pending, due at q.CreatedAt, with no
-// attempts (q's State, Attempts and NextAttemptAt are not read). t.Kind
-// and q.Kind must be the same; q needs an ID and a sealed payload. An
-// unknown user is issuer.ErrNotFound. Expired tokens of every user are
+// attempts (q's State, Attempts and NextAttemptAt are not read). A zero
+// q (no ID) queues nothing: the token alone, for a link an operator
+// prints. Otherwise t.Kind and q.Kind must be the same and q needs a
+// sealed payload. An unknown user is issuer.ErrNotFound. Expired tokens of every user are
 // swept now and then afterwards, t.CreatedAt being "now".
 func (db *DB) IssueRecoveryToken(ctx context.Context, t issuer.RecoveryToken, q mail.Queued) error {
 	db.observe(ctx, "issue_recovery_token")
-	if t.Kind == "" || t.Kind != q.Kind {
+	// No message (q.ID empty) is an operator's link ("users reset-link"),
+	// printed rather than mailed.
+	mailed := q.ID != ""
+	if t.Kind == "" || (mailed && t.Kind != q.Kind) {
 		return fmt.Errorf("issue recovery token: token kind %q and message kind %q: want the same kind", t.Kind, q.Kind)
 	}
-	if q.ID == "" || len(q.Sealed) == 0 {
-		return errors.New("issue recovery token: the message needs an id and a sealed payload")
+	if mailed && len(q.Sealed) == 0 {
+		return errors.New("issue recovery token: the message needs a sealed payload")
 	}
 	q.State, q.Attempts, q.NextAttemptAt, q.LastError, q.DeliveredAt = outboxPending, 0, q.CreatedAt, "", time.Time{}
 	err := db.withTx(ctx, func(w tx) error {
@@ -51,6 +55,9 @@ func (db *DB) IssueRecoveryToken(ctx context.Context, t issuer.RecoveryToken, q 
 		}
 		if err := insertRecoveryToken(ctx, w, t); err != nil {
 			return err
+		}
+		if !mailed {
+			return nil
 		}
 		return insertOutbox(ctx, w, q)
 	})
