@@ -2,6 +2,7 @@ package config
 
 import (
 	"reflect"
+	"slices"
 	"strings"
 )
 
@@ -27,20 +28,39 @@ var Reloadable = []string{
 	"keys.stale_if_error",
 }
 
+// VerifierReloadable lists the paths a verifier (mode verifier before and
+// after the reload) applies on top of Reloadable: the JWKS URL, and the CA
+// file a new URL may need. The reload fetches the new URL before it
+// switches, and is refused whole if that fetch brings no usable key. In
+// full mode they stay restart keys: Validate refuses them there, as the
+// keys come from the sidecar's own database.
+var VerifierReloadable = []string{
+	"keys.jwks_url",
+	"keys.jwks_ca_file",
+}
+
 // RestartKeys returns the YAML paths ("listen", "database.path") of the
 // keys whose values differ between old and next and that only a restart
 // applies, in the order of the Config type. Empty: a running sidecar can
 // switch from old to next.
 func RestartKeys(old, next Config) []string {
 	var out []string
-	diffKeys(reflect.ValueOf(old), reflect.ValueOf(next), "", &out)
+	diffKeys(reflect.ValueOf(old), reflect.ValueOf(next), "", reloadable(old, next), &out)
 	return out
+}
+
+// reloadable returns the paths a reload from old to next may change.
+func reloadable(old, next Config) []string {
+	if old.Verifier() && next.Verifier() {
+		return append(slices.Clip(Reloadable), VerifierReloadable...)
+	}
+	return Reloadable
 }
 
 // diffKeys compares a and b field by field, by their YAML names. A struct
 // with its own UnmarshalYAML (Duration, Rate) is one value, as in the file.
-func diffKeys(a, b reflect.Value, path string, out *[]string) {
-	if isReloadable(path) {
+func diffKeys(a, b reflect.Value, path string, reloadable []string, out *[]string) {
+	if isReloadable(path, reloadable) {
 		return
 	}
 	t := a.Type()
@@ -63,12 +83,13 @@ func diffKeys(a, b reflect.Value, path string, out *[]string) {
 		if path != "" {
 			sub = path + "." + name
 		}
-		diffKeys(a.Field(i), b.Field(i), sub, out)
+		diffKeys(a.Field(i), b.Field(i), sub, reloadable, out)
 	}
 }
 
-func isReloadable(path string) bool {
-	for _, p := range Reloadable {
+// isReloadable reports whether path is one of reloadable or under one.
+func isReloadable(path string, reloadable []string) bool {
+	for _, p := range reloadable {
 		if path == p || strings.HasPrefix(path, p+".") {
 			return true
 		}

@@ -62,38 +62,88 @@ func TestRestartKeys(t *testing.T) {
 	}
 }
 
+// TestRestartKeysVerifier: a verifier also reloads its JWKS URL and CA
+// file; a full sidecar does not, and neither does a change of mode.
+func TestRestartKeysVerifier(t *testing.T) {
+	const otherURL = "https://other.example.com/api/auth/jwks"
+	tests := []struct {
+		name   string
+		old    Config
+		change func(*Config)
+		want   []string // nil: reloadable
+	}{
+		{"verifier: keys.jwks_url", verifierConfig(), func(c *Config) { c.Keys.JWKSURL = otherURL }, nil},
+		{"verifier: keys.jwks_ca_file", verifierConfig(), func(c *Config) { c.Keys.JWKSCAFile = "ca.pem" }, nil},
+		{"verifier: both, and stale_if_error", verifierConfig(), func(c *Config) {
+			c.Keys.JWKSURL, c.Keys.JWKSCAFile, c.Keys.StaleIfError = otherURL, "ca.pem", Duration(time.Minute)
+		}, nil},
+		{"verifier: keys.jwks_url with listen", verifierConfig(), func(c *Config) { c.Keys.JWKSURL, c.Listen = otherURL, "127.0.0.1:8081" }, []string{"listen"}},
+		{"verifier: auth.issuer", verifierConfig(), func(c *Config) { c.Auth.Issuer = "https://issuer.example.com" }, []string{"auth.issuer"}},
+		{"full: keys.jwks_ca_file", Default(), func(c *Config) { c.Keys.JWKSCAFile = "ca.pem" }, []string{"keys.jwks_ca_file"}},
+		{"verifier to full", verifierConfig(), func(c *Config) { c.Mode, c.Keys.JWKSURL = "full", "" }, []string{"mode", "keys.jwks_url"}},
+		{"full to verifier", Default(), func(c *Config) { c.Mode, c.Keys.JWKSURL = "verifier", otherURL }, []string{"mode", "keys.jwks_url"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			next := tt.old
+			tt.change(&next)
+			if got := RestartKeys(tt.old, next); !slices.Equal(got, tt.want) {
+				t.Errorf("got %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+// verifierConfig is Default in mode verifier.
+func verifierConfig() Config {
+	c := Default()
+	c.Mode, c.Keys.JWKSURL = "verifier", "https://issuer.example.com/api/auth/jwks"
+	return c
+}
+
 // TestRestartKeysCoverEveryKey changes every leaf of the Config type in
 // turn: each must be named by RestartKeys unless it is under a Reloadable
 // path, so a key added later is a restart key until someone makes it
 // reloadable on purpose.
 func TestRestartKeysCoverEveryKey(t *testing.T) {
-	var leaves []string
-	walkLeaves(reflect.TypeFor[Config](), "", func(path string, index []int) {
-		leaves = append(leaves, path)
-		t.Run(path, func(t *testing.T) {
-			next := Default()
-			if !bump(reflect.ValueOf(&next).Elem().FieldByIndex(index)) {
-				t.Fatalf("cannot change a %s", reflect.ValueOf(next).FieldByIndex(index).Type())
+	for _, base := range []struct {
+		name       string
+		cfg        func() Config
+		reloadable []string
+	}{
+		{"full", Default, Reloadable},
+		{"verifier", verifierConfig, append(slices.Clip(Reloadable), VerifierReloadable...)},
+	} {
+		t.Run(base.name, func(t *testing.T) {
+			var leaves []string
+			walkLeaves(reflect.TypeFor[Config](), "", func(path string, index []int) {
+				leaves = append(leaves, path)
+				t.Run(path, func(t *testing.T) {
+					next := base.cfg()
+					if !bump(reflect.ValueOf(&next).Elem().FieldByIndex(index)) {
+						t.Fatalf("cannot change a %s", reflect.ValueOf(next).FieldByIndex(index).Type())
+					}
+					got := RestartKeys(base.cfg(), next)
+					if isReloadable(path, base.reloadable) {
+						if len(got) != 0 {
+							t.Errorf("reloadable key: got restart keys %q, want none", got)
+						}
+						return
+					}
+					if !slices.Equal(got, []string{path}) {
+						t.Errorf("got %q, want [%q]", got, path)
+					}
+				})
+			})
+			if len(leaves) < 40 {
+				t.Fatalf("walked only %d keys: is the walk broken?", len(leaves))
 			}
-			got := RestartKeys(Default(), next)
-			if isReloadable(path) {
-				if len(got) != 0 {
-					t.Errorf("reloadable key: got restart keys %q, want none", got)
+			for _, p := range base.reloadable {
+				if !slices.ContainsFunc(leaves, func(l string) bool { return l == p || strings.HasPrefix(l, p+".") }) {
+					t.Errorf("reloadable list names %q, which is no key", p)
 				}
-				return
-			}
-			if !slices.Equal(got, []string{path}) {
-				t.Errorf("got %q, want [%q]", got, path)
 			}
 		})
-	})
-	if len(leaves) < 40 {
-		t.Fatalf("walked only %d keys: is the walk broken?", len(leaves))
-	}
-	for _, p := range Reloadable {
-		if !slices.ContainsFunc(leaves, func(l string) bool { return l == p || strings.HasPrefix(l, p+".") }) {
-			t.Errorf("Reloadable names %q, which is no key", p)
-		}
 	}
 }
 

@@ -204,6 +204,38 @@ func (c *KeyCache) Load(ctx context.Context) error {
 	return c.refresh(context.WithoutCancel(ctx), TriggerBoot)
 }
 
+// Prime reads the source once, for a cache not yet in service, and keeps
+// the keys if the read succeeds with at least one. It is Load for a caller
+// that must not go on without keys: a config reload switching to a new
+// JWKS URL checks the new source with it before the swap. A failure leaves
+// the cache empty and unusable, starts no retry loop, and is neither
+// logged nor counted as a refresh (the keys in force are another cache's
+// and are untouched; the caller reports the refusal); a success counts as
+// the cache's boot read. The read is bounded by ReadTimeout. Close the
+// cache when it is not put in service.
+func (c *KeyCache) Prime(ctx context.Context) error {
+	rctx, cancel := context.WithTimeout(context.WithValue(ctx, infoKey{}, &RequestInfo{Class: ClassKeyset}), c.o.ReadTimeout)
+	keys, err := c.o.Source.PublicKeys(rctx)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("read keys: %w", err)
+	}
+	if len(keys) == 0 {
+		return errors.New("read keys: the source has no keys")
+	}
+	next := &keySet{keys: make(map[string]ed25519.PublicKey, len(keys)), loadedAt: c.o.Now(), loaded: true}
+	for _, k := range keys {
+		next.keys[k.KID] = k.Public
+	}
+	c.mu.Lock()
+	c.lastRead = next.loadedAt
+	c.set.Store(next)
+	c.failing.Store(false)
+	c.observe(TriggerBoot, "ok")
+	c.mu.Unlock()
+	return nil
+}
+
 // Close stops the background reads (retries and max-age refreshes) and
 // waits for them to end. Lookups keep answering from the keys held, but
 // the cache reads its source only for unknown kids from then on.

@@ -498,7 +498,7 @@ func TestKeysetUsableMetric(t *testing.T) {
 		Logger:    slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
 	defer kc.Close()
-	proxy.RegisterKeyCache(reg, kc)
+	proxy.RegisterKeyCache(reg, func() *proxy.KeyCache { return kc })
 	const help = "# HELP authsidecar_keyset_usable 1 when the key set may verify tokens; 0 when it was never loaded or reads have failed past stale_if_error (requests then get 503 KEYS_UNAVAILABLE).\n# TYPE authsidecar_keyset_usable gauge\n"
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(help+"authsidecar_keyset_usable 0\n"), "authsidecar_keyset_usable"); err != nil {
 		t.Errorf("before Load: %v", err)

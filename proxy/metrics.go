@@ -142,23 +142,24 @@ func (m *Metrics) ObserveRefresh(trigger, result string) {
 }
 
 // RegisterKeyCache exports the key set's age, size and usability, read at
-// scrape time.
-func RegisterKeyCache(reg prometheus.Registerer, kc *KeyCache) {
+// scrape time from the cache current returns: the one in force, which a
+// config reload that changes the key source replaces.
+func RegisterKeyCache(reg prometheus.Registerer, current func() *KeyCache) {
 	reg.MustRegister(
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "authsidecar_keyset_usable", Help: "1 when the key set may verify tokens; 0 when it was never loaded or reads have failed past stale_if_error (requests then get 503 KEYS_UNAVAILABLE).",
 		}, func() float64 {
-			if kc.Usable() {
+			if current().Usable() {
 				return 1
 			}
 			return 0
 		}),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "authsidecar_keyset_age_seconds", Help: "Seconds since the key set was last read from the store.",
-		}, func() float64 { return kc.Age().Seconds() }),
+		}, func() float64 { return current().Age().Seconds() }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "authsidecar_keys_loaded", Help: "Public keys held in memory for verification.",
-		}, func() float64 { return float64(kc.Len()) }),
+		}, func() float64 { return float64(current().Len()) }),
 	)
 }
 

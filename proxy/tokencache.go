@@ -30,8 +30,8 @@ type CachingVerifierOptions struct {
 	Size int
 	// Leeway is the skew accepted on exp, as the inner verifier does.
 	Leeway time.Duration
-	// Registerer receives hit/miss/eviction counters. Zero: not registered.
-	Registerer prometheus.Registerer
+	// Metrics counts hits, misses and evictions. Zero: counted nowhere.
+	Metrics *TokenCacheMetrics
 	// Now is the clock. Zero: time.Now.
 	Now func() time.Time
 }
@@ -50,7 +50,7 @@ type cachingVerifier struct {
 	leeway time.Duration
 	now    func() time.Time
 	shards [cacheShards]cacheShard
-	m      *cacheMetrics
+	m      *TokenCacheMetrics
 }
 
 const cacheShards = 32
@@ -63,8 +63,41 @@ type cacheShard struct {
 	limit int
 }
 
-type cacheMetrics struct {
+// TokenCacheMetrics counts the work of verified-token caches. One value
+// serves every cache a process builds in turn (a config reload that
+// changes the key source or issuer builds a new cache), so its counters
+// never go back.
+type TokenCacheMetrics struct {
 	hits, misses, evictions atomic.Uint64
+}
+
+// NewTokenCacheMetrics registers the token cache metrics with reg. entries
+// returns the tokens held now by the cache in force (see CachedTokens),
+// called at scrape time.
+func NewTokenCacheMetrics(reg prometheus.Registerer, entries func() int) *TokenCacheMetrics {
+	m := &TokenCacheMetrics{}
+	counter := func(name, help string, f func() uint64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, func() float64 { return float64(f()) })
+	}
+	reg.MustRegister(
+		counter("authsidecar_token_cache_hits_total", "Tokens found in the verified-token cache (no signature check needed).", m.hits.Load),
+		counter("authsidecar_token_cache_misses_total", "Tokens verified in full (not in the cache).", m.misses.Load),
+		counter("authsidecar_token_cache_evictions_total", "Verified tokens pushed out of the full cache.", m.evictions.Load),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "authsidecar_token_cache_entries", Help: "Verified tokens held in the cache now (at most cache.verified_tokens).",
+		}, func() float64 { return float64(entries()) }),
+	)
+	return m
+}
+
+// CachedTokens returns the tokens v's cache holds now: 0 when v is not a
+// verifier NewCachingVerifier made with a cache. It locks every shard in
+// turn: for scrapes, not for the request path.
+func CachedTokens(v Verifier) int {
+	if cv, ok := v.(*cachingVerifier); ok {
+		return cv.len()
+	}
+	return 0
 }
 
 // NewCachingVerifier wraps o.Inner with a verified-token cache.
@@ -75,7 +108,10 @@ func NewCachingVerifier(o CachingVerifierOptions) Verifier {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	v := &cachingVerifier{inner: o.Inner, keys: o.Keys, leeway: o.Leeway, now: o.Now, m: &cacheMetrics{}}
+	if o.Metrics == nil {
+		o.Metrics = &TokenCacheMetrics{} // counted, never read: no nil checks on the hot path
+	}
+	v := &cachingVerifier{inner: o.Inner, keys: o.Keys, leeway: o.Leeway, now: o.Now, m: o.Metrics}
 	per := max(1, o.Size/cacheShards)
 	for i := range v.shards {
 		// Nothing is allocated up front: a full-size cache made at start
@@ -83,19 +119,6 @@ func NewCachingVerifier(o CachingVerifierOptions) Verifier {
 		// more CPU per request than the cache saves at a few hundred
 		// users. The shards grow with the tokens actually seen.
 		v.shards[i] = cacheShard{items: map[[32]byte]Claims{}, limit: per}
-	}
-	if o.Registerer != nil {
-		counter := func(name, help string, f func() uint64) prometheus.Collector {
-			return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, func() float64 { return float64(f()) })
-		}
-		o.Registerer.MustRegister(
-			counter("authsidecar_token_cache_hits_total", "Tokens found in the verified-token cache (no signature check needed).", v.m.hits.Load),
-			counter("authsidecar_token_cache_misses_total", "Tokens verified in full (not in the cache).", v.m.misses.Load),
-			counter("authsidecar_token_cache_evictions_total", "Verified tokens pushed out of the full cache.", v.m.evictions.Load),
-			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-				Name: "authsidecar_token_cache_entries", Help: "Verified tokens held in the cache now (at most cache.verified_tokens).",
-			}, func() float64 { return float64(v.len()) }),
-		)
 	}
 	return v
 }

@@ -38,7 +38,9 @@ func TestVerifiedTokenCache(t *testing.T) {
 		Keys: kc, Issuer: origin, Audience: origin, Leeway: 30 * time.Second, Now: clock,
 	})}
 	reg := prometheus.NewRegistry()
-	v := proxy.NewCachingVerifier(proxy.CachingVerifierOptions{Inner: inner, Keys: kc, Size: 64, Leeway: 30 * time.Second, Registerer: reg, Now: clock})
+	var v proxy.Verifier
+	m := proxy.NewTokenCacheMetrics(reg, func() int { return proxy.CachedTokens(v) })
+	v = proxy.NewCachingVerifier(proxy.CachingVerifierOptions{Inner: inner, Keys: kc, Size: 64, Leeway: 30 * time.Second, Metrics: m, Now: clock})
 	mint := func(sub string, ttl time.Duration) string {
 		n := clock()
 		return sign(priv, map[string]any{"alg": "EdDSA", "kid": "k1"}, map[string]any{

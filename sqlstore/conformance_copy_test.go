@@ -1,6 +1,7 @@
 package sqlstore_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"reflect"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/authsidecar/authsidecar/issuer"
+	"github.com/authsidecar/authsidecar/mail"
 	"github.com/authsidecar/authsidecar/sqlstore"
 )
 
@@ -54,8 +56,32 @@ func fill(t *testing.T, db *sqlstore.DB, e env) issuer.Snapshot {
 		VALUES ('gh1', '4242', 'github', 'u1', NULL, 1748779200000, 1748779200123)`); err != nil {
 		t.Fatal(err)
 	}
+	// Tokens and mail: a pending message that failed once (its payload
+	// must move: the mail is not sent yet), a delivered and a dead one
+	// (their record moves, without a payload).
+	r1 := issueToken(t, db, mail.PasswordReset, "u1", "ann@example.com", t0, time.Hour)
+	v2 := issueToken(t, db, mail.EmailVerification, "u2", "bob@example.com", at, 24*time.Hour)
+	r2 := issueToken(t, db, mail.PasswordReset, "u2", "bob@example.com", at, time.Hour)
+	if got := mustClaim(t, db, "w", 10, time.Minute, at); len(got) != 3 {
+		t.Fatalf("claim: got %d rows, want 3", len(got))
+	}
+	if err := db.FailOutbox(ctx, r1.msg.ID, "w", at.Add(time.Minute), "dial tcp: i/o timeout", false, at.Add(time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.AckOutbox(ctx, v2.msg.ID, "w", at.Add(2*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.FailOutbox(ctx, r2.msg.ID, "w", time.Time{}, "550 mailbox unavailable", true, at.Add(3*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	pending, delivered, dead := r1.msg, v2.msg, r2.msg
+	pending.Attempts, pending.LastError, pending.NextAttemptAt = 1, "dial tcp: i/o timeout", at.Add(time.Minute)
+	delivered.Sealed, delivered.State, delivered.DeliveredAt = nil, "delivered", at.Add(2*time.Second)
+	dead.Sealed, dead.State, dead.Attempts, dead.LastError, dead.NextAttemptAt = nil, "dead", 1, "550 mailbox unavailable", at.Add(3*time.Second)
 	return issuer.Snapshot{
-		Users: []issuer.User{ann, bob},
+		RecoveryTokens: []issuer.RecoveryToken{r1.tok, v2.tok, r2.tok},
+		Outbox:         []mail.Queued{pending, delivered, dead},
+		Users:          []issuer.User{ann, bob},
 		Accounts: []issuer.Account{
 			{ID: "cred_u1", AccountID: "u1", ProviderID: "credential", UserID: "u1", Password: ptr("hash-u1"), CreatedAt: t0, UpdatedAt: at},
 			{ID: "cred_u2", AccountID: "u2", ProviderID: "credential", UserID: "u2", Password: ptr("hash-u2"), CreatedAt: at, UpdatedAt: at},
@@ -83,6 +109,12 @@ func normalize(s issuer.Snapshot) issuer.Snapshot {
 	sort.Slice(s.Accounts, func(i, j int) bool { return s.Accounts[i].ID < s.Accounts[j].ID })
 	sort.Slice(s.Sessions, func(i, j int) bool { return s.Sessions[i].ID < s.Sessions[j].ID })
 	sort.Slice(s.Keys, func(i, j int) bool { return s.Keys[i].ID < s.Keys[j].ID })
+	s.RecoveryTokens = append([]issuer.RecoveryToken(nil), s.RecoveryTokens...)
+	s.Outbox = append([]mail.Queued(nil), s.Outbox...)
+	sort.Slice(s.RecoveryTokens, func(i, j int) bool {
+		return bytes.Compare(s.RecoveryTokens[i].Hash[:], s.RecoveryTokens[j].Hash[:]) < 0
+	})
+	sort.Slice(s.Outbox, func(i, j int) bool { return s.Outbox[i].ID < s.Outbox[j].ID })
 	sort.Slice(s.Roles, func(i, j int) bool {
 		a, b := s.Roles[i], s.Roles[j]
 		return a.UserID < b.UserID || a.UserID == b.UserID && a.Role < b.Role
@@ -132,10 +164,26 @@ func testExportImportRoundTrip(t *testing.T, db *sqlstore.DB, e env) {
 	if ok, err := other.HasAnyRole(ctx, "u2", []string{"ops"}); err != nil || !ok {
 		t.Errorf("role in the %s copy: got %v %v, want true", other.Engine(), ok, err)
 	}
+	// A link mailed before the move still works after it, and the mail
+	// not yet delivered is delivered by the target, with its payload.
+	for _, r := range want.RecoveryTokens {
+		if ok, err := other.ResetTokenValid(ctx, r.Hash, t0); err != nil || ok != (r.Kind == mail.PasswordReset) {
+			t.Errorf("%s token of %s in the %s copy: valid %v %v", r.Kind, r.UserID, other.Engine(), ok, err)
+		}
+	}
+	var pending mail.Queued
+	for _, q := range want.Outbox {
+		if q.State == "pending" {
+			pending = q
+		}
+	}
+	if got, err := other.ClaimOutbox(ctx, "target", 10, time.Minute, pending.NextAttemptAt); err != nil || len(got) != 1 || !reflect.DeepEqual(got[0], pending) {
+		t.Errorf("claim in the %s copy: got %+v %v, want [%+v]", other.Engine(), got, err, pending)
+	}
 }
 
 // testImportRefusesNonEmpty: Import into a database holding any user,
-// session, key or role is ErrNotEmpty and changes nothing.
+// session, key, role or outbox row is ErrNotEmpty and changes nothing.
 func testImportRefusesNonEmpty(t *testing.T, db *sqlstore.DB, e env) {
 	ctx := context.Background()
 	snap := fill(t, db, e)
@@ -148,6 +196,17 @@ func testImportRefusesNonEmpty(t *testing.T, db *sqlstore.DB, e env) {
 			return d.CreateUser(ctx, u, "h", s)
 		}},
 		{"only a key", func(d *sqlstore.DB) error { return d.InsertKey(ctx, key("kx", t0, time.Time{})) }},
+		// Queued mail outlives its user: a target holding only that is
+		// not empty either.
+		{"only an outbox row", func(d *sqlstore.DB) error {
+			u, s := newUser("x", "x@example.com", t0)
+			if err := d.CreateUser(ctx, u, "h", s); err != nil {
+				return err
+			}
+			issueToken(t, d, mail.PasswordReset, "x", "x@example.com", t0, time.Hour)
+			_, err := d.DeleteUserByEmail(ctx, "x@example.com")
+			return err
+		}},
 	}
 	for _, tt := range tests {
 		target := e.freshSelf(t)
@@ -213,6 +272,21 @@ func testImportIsAllOrNothing(t *testing.T, db *sqlstore.DB, e env) {
 			s.Roles = append(s.Roles, issuer.RoleGrant{UserID: "missing", Role: "admin", CreatedAt: t0})
 		}},
 		{"duplicate role", func(s *issuer.Snapshot) { s.Roles = append(s.Roles, s.Roles[0]) }},
+		{"token of a missing user", func(s *issuer.Snapshot) {
+			r := s.RecoveryTokens[0]
+			r.Hash[0] ^= 0xff
+			r.UserID = "missing"
+			s.RecoveryTokens = append(s.RecoveryTokens, r)
+		}},
+		{"duplicate token", func(s *issuer.Snapshot) { s.RecoveryTokens = append(s.RecoveryTokens, s.RecoveryTokens[0]) }},
+		{"duplicate outbox id", func(s *issuer.Snapshot) { s.Outbox = append(s.Outbox, s.Outbox[0]) }},
+		// The schema keeps a payload only while a row is pending.
+		{"delivered row with a payload", func(s *issuer.Snapshot) {
+			s.Outbox = append(s.Outbox, mail.Queued{ID: "msg_x", Kind: mail.PasswordReset, Sealed: []byte("sealed"), State: "delivered", CreatedAt: t0, NextAttemptAt: t0, DeliveredAt: t0})
+		}},
+		{"unknown outbox state", func(s *issuer.Snapshot) {
+			s.Outbox = append(s.Outbox, mail.Queued{ID: "msg_y", Kind: mail.PasswordReset, Sealed: []byte("sealed"), State: "sent", CreatedAt: t0, NextAttemptAt: t0})
+		}},
 	}
 	for _, tt := range tests {
 		snap := normalize(good) // a deep enough copy: corrupt only appends

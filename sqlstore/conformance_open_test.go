@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/authsidecar/authsidecar/issuer"
+	"github.com/authsidecar/authsidecar/mail"
 	"github.com/authsidecar/authsidecar/sqlstore"
 )
 
@@ -208,6 +209,12 @@ func testObserve(t *testing.T, db *sqlstore.DB, _ env) {
 		{"user_role", func() error { _, err := db.HasAnyRole(ctx, "u1", []string{"a", "b"}); return err }},
 		{"take_token", func() error { _, err := db.TakeToken(ctx, "k", issuer.Rate{N: 1, Per: time.Minute}, t0); return err }},
 		{"keys", func() error { _, err := db.Keys(ctx); return err }},
+		{"issue_recovery_token", func() error {
+			return db.IssueRecoveryToken(ctx,
+				issuer.RecoveryToken{Kind: mail.PasswordReset, UserID: "u1", Email: u.Email, ExpiresAt: t0.Add(time.Hour), CreatedAt: t0},
+				mail.Queued{ID: "msg_1", Kind: mail.PasswordReset, Sealed: []byte("sealed"), CreatedAt: t0})
+		}},
+		{"claim_outbox", func() error { _, err := db.ClaimOutbox(ctx, "w", 1, time.Minute, t0); return err }},
 		{"export", func() error { _, err := db.Export(ctx); return err }},
 		{"ping", func() error { return db.Ping(ctx) }},
 	}

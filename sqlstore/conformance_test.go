@@ -55,6 +55,26 @@ var conformanceCases = []struct {
 	{"TakeTokenConcurrentReplicas", testTakeTokenConcurrentReplicas},
 	{"TakeTokenSweepsOldBuckets", testTakeTokenSweepsOldBuckets},
 
+	{"IssueRecoveryToken", testIssueRecoveryToken},
+	{"IssueRecoveryTokenConcurrent", testIssueRecoveryTokenConcurrent},
+	{"RecoveryTokenExpiry", testRecoveryTokenExpiry},
+	{"ResetPassword", testResetPassword},
+	{"ResetPasswordCrossKind", testResetPasswordCrossKind},
+	{"ResetPasswordCreatesCredential", testResetPasswordCreatesCredential},
+	{"VerifyEmail", testVerifyEmail},
+	{"RecoveryTokenSingleUse", testRecoveryTokenSingleUse},
+	{"RecoveryConcurrentMix", testRecoveryConcurrentMix},
+	{"DeleteUserCascadesTokens", testDeleteUserCascadesTokens},
+	{"RecoveryTokenSweep", testRecoveryTokenSweep},
+
+	{"OutboxClaimAckFail", testOutboxClaimAckFail},
+	{"OutboxLease", testOutboxLease},
+	{"OutboxClaimExactlyOnce", testOutboxClaimExactlyOnce},
+	{"OldestPending", testOldestPending},
+	{"ListOutbox", testListOutbox},
+	{"RetryOutbox", testRetryOutbox},
+	{"OutboxSweep", testOutboxSweep},
+
 	{"ExportImportRoundTrip", testExportImportRoundTrip},
 	{"ImportRefusesNonEmpty", testImportRefusesNonEmpty},
 	{"ImportIsAllOrNothing", testImportIsAllOrNothing},
@@ -167,7 +187,7 @@ var t0 = time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
 // wantCounts checks the number of rows in each table.
 func wantCounts(t *testing.T, db *sqlstore.DB, want map[string]int) {
 	t.Helper()
-	for _, table := range []string{"user", "account", "session", "jwks", "user_role"} {
+	for _, table := range []string{"user", "account", "session", "jwks", "user_role", "recovery_token", "outbox"} {
 		w, ok := want[table]
 		if !ok {
 			continue
@@ -185,7 +205,7 @@ func wantCounts(t *testing.T, db *sqlstore.DB, want map[string]int) {
 
 // empty is wantCounts' map for an empty database.
 func empty() map[string]int {
-	return map[string]int{"user": 0, "account": 0, "session": 0, "jwks": 0, "user_role": 0}
+	return map[string]int{"user": 0, "account": 0, "session": 0, "jwks": 0, "user_role": 0, "recovery_token": 0, "outbox": 0}
 }
 
 func ptr[T any](v T) *T { return &v }

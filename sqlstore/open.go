@@ -30,6 +30,13 @@ func OpenSQLite(ctx context.Context, path string) (*DB, error) {
 	q := url.Values{}
 	q.Add("_pragma", "busy_timeout(10000)")
 	q.Add("_pragma", "foreign_keys(1)")
+	// A deleted or NULLed value is overwritten in its page, not just
+	// unlinked: an outbox payload (a sealed link) must be gone from the
+	// file once acknowledged. "fast" zeroes only what costs no extra I/O
+	// (freelist pages may keep traces; payloads are far smaller than a
+	// page, so they never sit on overflow pages). Until a checkpoint
+	// overwrites it, the WAL may still hold the page as it was.
+	q.Add("_pragma", "secure_delete(fast)")
 	q.Add("_pragma", "journal_mode(WAL)")
 	q.Add("_time_format", "sqlite")
 	w, err := sql.Open("sqlite", "file:"+path+"?"+q.Encode()+"&_txlock=immediate")

@@ -93,12 +93,14 @@ func (db *DB) ClaimOutbox(ctx context.Context, owner string, n int, lease time.D
 	if n <= 0 {
 		return nil, nil
 	}
-	// The CTE is evaluated once: the rows it locks are the rows updated.
+	// The CTE is evaluated once (MATERIALIZED, which both engines accept,
+	// keeps PostgreSQL from folding it into the UPDATE): the rows it
+	// locks are the rows updated.
 	// On PostgreSQL its FOR UPDATE re-checks each row's WHERE on the
 	// latest version, so a row another replica claimed and committed
 	// since this statement's snapshot is dropped, not claimed twice.
 	rows, err := db.w.QueryContext(ctx, db.q(
-		`WITH picked AS (
+		`WITH picked AS MATERIALIZED (
 			SELECT id FROM outbox
 			WHERE state = 'pending' AND next_attempt_at <= ? AND (lease_until IS NULL OR lease_until <= ?)
 			ORDER BY next_attempt_at, id LIMIT ?`+db.dl.skipLocked+`

@@ -29,9 +29,10 @@ import (
 // IssueRecoveryToken, in one transaction: deletes every other token of the
 // same kind of t.UserID (a new link replaces older ones), inserts t, and
 // inserts the outbox row q as pending, due at q.CreatedAt, with no
-// attempts (q's State, Attempts and NextAttemptAt are not read). t.Kind
-// and q.Kind must be the same; q needs an ID and a sealed payload. An
-// unknown user is issuer.ErrNotFound. Expired tokens of every user are
+// attempts (q's State, Attempts and NextAttemptAt are not read). A zero
+// q (no ID) queues nothing: the token alone, for a link an operator
+// prints. Otherwise t.Kind and q.Kind must be the same and q needs a
+// sealed payload. An unknown user is issuer.ErrNotFound. Expired tokens of every user are
 // swept now and then afterwards, t.CreatedAt being "now".
 func (db *DB) IssueRecoveryToken(ctx context.Context, t issuer.RecoveryToken, q mail.Queued) error {
 	db.observe(ctx, "issue_recovery_token")

@@ -76,6 +76,42 @@ export interface AuthClient {
   signIn(input: { email: string; password: string }): Promise<SessionResult>;
   /** Ends the cookie session and removes localStorage "authToken" (even if the request fails). */
   signOut(): Promise<void>;
+  /**
+   * Asks for a password-reset link (POST /api/auth/request-password-reset). Resolves
+   * {status: true, message} whether or not the address has an account; the link is mailed.
+   * redirectTo (a path, or a URL on a trusted origin) is where the link lands, with ?token=
+   * or ?error=INVALID_TOKEN; without it the link lands on the sidecar's own reset page.
+   * Rejects with INVALID_REDIRECT_URL (403) for any other redirectTo.
+   */
+  requestPasswordReset(input: { email: string; redirectTo?: string }): Promise<{ status: true; message: string }>;
+  /**
+   * Sets a new password with the token from a reset link (POST /api/auth/reset-password).
+   * The sidecar ends the user's cookie sessions (by default), so the stored JWT is removed
+   * too; sign in again with the new password. Rejects with INVALID_TOKEN (400: unknown,
+   * used, replaced or expired link), PASSWORD_TOO_SHORT or PASSWORD_TOO_LONG.
+   */
+  resetPassword(input: { newPassword: string; token: string }): Promise<{ status: true }>;
+  /**
+   * Mails a verification link (POST /api/auth/send-verification-email). callbackURL (a path,
+   * or a URL on a trusted origin) is where the link sends the browser, signed in; default "/".
+   * Without a session every address gets the same answer; signed in, the address must be the
+   * session's (else EMAIL_MISMATCH, 400) and not yet verified (else EMAIL_ALREADY_VERIFIED, 400).
+   * A callbackURL elsewhere: INVALID_CALLBACK_URL (403).
+   */
+  sendVerificationEmail(input: { email: string; callbackURL?: string }): Promise<{ status: true }>;
+  /**
+   * Spends a verification token (GET /api/auth/verify-email?token=). A valid link marks the
+   * address verified and starts a cookie session, so this then awaits get-session and
+   * stores the JWT, as signIn does: it resolves to that session, or null when the address
+   * was already verified (no session is started then) and there is none. Rejects with
+   * INVALID_TOKEN (401) for an unknown, used, replaced or expired link. With callbackURL
+   * the sidecar answers with a redirect, which fetch follows (an error comes back as
+   * ?error=CODE there and still rejects): use it only when the page, the sidecar and
+   * callbackURL share one origin, since a cross-origin redirect fails CORS (NETWORK_ERROR)
+   * after the token is spent. The mailed links need callbackURL; a page that already holds
+   * the token does not.
+   */
+  verifyEmail(input: { token: string; callbackURL?: string }): Promise<SessionResult | null>;
   /** Fetches a fresh JWT with the cookie and stores it; null without a live session. */
   getSession(): Promise<SessionResult | null>;
   /**

@@ -56,6 +56,8 @@ export function createAuthClient(options = {}) {
     return { res, data };
   }
 
+  const post = async (path, body) => (await call("POST", path, body)).data;
+
   // getSession asks for a fresh JWT with the cookie and stores it.
   // Resolves {session, user, token}, or null without a live session.
   async function getSession() {
@@ -123,6 +125,23 @@ export function createAuthClient(options = {}) {
       } finally {
         storage.removeItem(TOKEN_KEY);
       }
+    },
+    // Account recovery: Better Auth's paths and JSON bodies.
+    requestPasswordReset: ({ email, redirectTo }) => post("/api/auth/request-password-reset", { email, redirectTo }),
+    // A reset ends the user's cookie sessions: forget the JWT as signOut does.
+    resetPassword: ({ newPassword, token }) => post("/api/auth/reset-password", { newPassword, token })
+      .then((d) => { storage.removeItem(TOKEN_KEY); return d; }),
+    sendVerificationEmail: ({ email, callbackURL }) => post("/api/auth/send-verification-email", { email, callbackURL }),
+    // A valid link signs the user in, so this then awaits get-session.
+    async verifyEmail({ token, callbackURL }) {
+      const q = new URLSearchParams({ token });
+      if (callbackURL !== undefined) q.set("callbackURL", callbackURL);
+      const { res } = await call("GET", "/api/auth/verify-email?" + q);
+      // With callbackURL the answer is a redirect, which fetch follows; a
+      // refused link lands there with ?error=CODE.
+      const code = res.redirected && new URL(res.url).searchParams.get("error");
+      if (code) throw new AuthError(401, code, "verification link refused");
+      return getSession();
     },
     getSession,
     fetch: authFetch,

@@ -243,3 +243,134 @@ test("token() reads localStorage authToken", () => {
   const client = createAuthClient({ baseURL: BASE, storage: memoryStorage({ authToken: JWT }), fetch: async () => {} });
   assert.equal(client.token(), JWT);
 });
+
+// Account recovery: the paths and JSON bodies of Better Auth's client.
+test("recovery calls post Better Auth's bodies with the cookie and resolve the sidecar's JSON", async () => {
+  const ok = { status: true, message: "If this email exists in our system, check your email for the reset link" };
+  const cases = [
+    { call: (c) => c.requestPasswordReset({ email: "ann@example.com", redirectTo: "/?flow=reset", extra: 1 }),
+      path: "/api/auth/request-password-reset", body: { email: "ann@example.com", redirectTo: "/?flow=reset" }, answer: ok },
+    { call: (c) => c.requestPasswordReset({ email: "ann@example.com" }),
+      path: "/api/auth/request-password-reset", body: { email: "ann@example.com" }, answer: ok },
+    { call: (c) => c.resetPassword({ newPassword: "new-password-1", token: "tok" }),
+      path: "/api/auth/reset-password", body: { newPassword: "new-password-1", token: "tok" }, answer: { status: true } },
+    { call: (c) => c.sendVerificationEmail({ email: "ann@example.com", callbackURL: "/?flow=verified" }),
+      path: "/api/auth/send-verification-email", body: { email: "ann@example.com", callbackURL: "/?flow=verified" }, answer: { status: true } },
+    { call: (c) => c.sendVerificationEmail({ email: "ann@example.com" }),
+      path: "/api/auth/send-verification-email", body: { email: "ann@example.com" }, answer: { status: true } },
+  ];
+  for (const tc of cases) {
+    const { fetch, calls } = scriptedFetch({ [`POST ${tc.path}`]: [() => json(200, tc.answer)] });
+    const client = createAuthClient({ baseURL: BASE, fetch, storage: memoryStorage() });
+    assert.deepEqual(await tc.call(client), tc.answer, tc.path);
+    assert.equal(calls.length, 1, `${tc.path}: one request, no get-session`);
+    assert.deepEqual(JSON.parse(calls[0].init.body), tc.body, tc.path);
+    assert.equal(calls[0].headers.get("content-type"), "application/json");
+    assert.equal(calls[0].init.credentials, "include");
+  }
+});
+
+test("recovery errors reject with the sidecar's status and code", async () => {
+  const cases = [
+    { call: (c) => c.requestPasswordReset({ email: "ann@example.com", redirectTo: "https://evil.example/" }),
+      route: "POST /api/auth/request-password-reset", status: 403, body: { message: "Invalid redirectURL", code: "INVALID_REDIRECT_URL" } },
+    { call: (c) => c.requestPasswordReset({ email: "ann@example.com" }),
+      route: "POST /api/auth/request-password-reset", status: 429, body: { message: "Too many requests. Please try again later." }, code: "HTTP_429" },
+    { call: (c) => c.resetPassword({ newPassword: "new-password-1", token: "used" }),
+      route: "POST /api/auth/reset-password", status: 400, body: { message: "Invalid token", code: "INVALID_TOKEN" } },
+    { call: (c) => c.resetPassword({ newPassword: "short", token: "tok" }),
+      route: "POST /api/auth/reset-password", status: 400, body: { message: "Password too short", code: "PASSWORD_TOO_SHORT" } },
+    { call: (c) => c.sendVerificationEmail({ email: "bob@example.com" }),
+      route: "POST /api/auth/send-verification-email", status: 400, body: { message: "Email mismatch", code: "EMAIL_MISMATCH" } },
+    { call: (c) => c.verifyEmail({ token: "used" }),
+      route: "GET /api/auth/verify-email?token=used", status: 401, body: { message: "Invalid token", code: "INVALID_TOKEN" } },
+  ];
+  for (const tc of cases) {
+    const { fetch, calls } = scriptedFetch({ [tc.route]: [() => json(tc.status, tc.body)] });
+    const storage = memoryStorage({ authToken: JWT });
+    const client = createAuthClient({ baseURL: BASE, fetch, storage });
+    await assert.rejects(tc.call(client), (err) => {
+      assert.ok(err instanceof AuthError, tc.route);
+      assert.equal(err.status, tc.status, tc.route);
+      assert.equal(err.code, tc.code ?? tc.body.code, tc.route);
+      assert.equal(err.message, tc.body.message, tc.route);
+      return true;
+    });
+    assert.equal(calls.length, 1, `${tc.route}: nothing after a refusal`);
+    assert.equal(storage.getItem("authToken"), JWT, `${tc.route}: a refusal keeps the stored JWT`);
+  }
+});
+
+test("resetPassword removes the stored JWT once the password is changed", async () => {
+  const { fetch } = scriptedFetch({ "POST /api/auth/reset-password": [() => json(200, { status: true })] });
+  const storage = memoryStorage({ authToken: JWT, other: "kept" });
+  const client = createAuthClient({ baseURL: BASE, fetch, storage });
+  await client.resetPassword({ newPassword: "new-password-1", token: "tok" });
+  assert.equal(storage.getItem("authToken"), null);
+  assert.equal(storage.getItem("other"), "kept");
+});
+
+// redirected marks a Response as the end of a followed redirect, as fetch
+// does (Node's Response constructor cannot).
+const redirected = (res, url) => Object.defineProperties(res, { redirected: { value: true }, url: { value: url } });
+
+test("verifyEmail spends the token with a GET, then awaits get-session and stores the JWT", async () => {
+  const TOKEN = "a+b/c=d&e f"; // ours are base64url, but any string must survive the query
+  let release;
+  const gate = new Promise((r) => { release = r; });
+  const { fetch, calls } = scriptedFetch({
+    [`GET /api/auth/verify-email?token=${encodeURIComponent(TOKEN).replace(/%20/g, "+")}`]: [() => json(200, { status: true, user: null })],
+    "GET /api/auth/get-session": [async () => { await gate; return json(200, SESSION, { "set-auth-jwt": JWT }); }],
+  });
+  const storage = memoryStorage();
+  const client = createAuthClient({ baseURL: BASE, fetch, storage });
+  let resolved = false;
+  const p = client.verifyEmail({ token: TOKEN }).then((r) => { resolved = true; return r; });
+  await new Promise((r) => setTimeout(r, 10));
+  assert.equal(resolved, false, "verifyEmail resolved before get-session answered");
+  release();
+  const got = await p;
+  assert.equal(got.token, JWT);
+  assert.equal(got.user.id, "u1");
+  assert.equal(storage.getItem("authToken"), JWT);
+  assert.equal(new URL(calls[0].url).searchParams.get("token"), TOKEN);
+  assert.equal(calls[0].init.body, undefined);
+  assert.equal(calls[0].headers.get("content-type"), null, "a GET without a body has no content type");
+  assert.equal(calls[0].init.credentials, "include", "the cookie the link sets must be kept");
+});
+
+test("verifyEmail of an address already verified resolves null without a session", async () => {
+  const { fetch } = scriptedFetch({
+    "GET /api/auth/verify-email?token=t": [() => json(200, { status: true, user: null })],
+    "GET /api/auth/get-session": [() => json(200, null)],
+  });
+  const storage = memoryStorage();
+  const client = createAuthClient({ baseURL: BASE, fetch, storage });
+  assert.equal(await client.verifyEmail({ token: "t" }), null);
+  assert.equal(storage.map.size, 0);
+});
+
+test("verifyEmail with callbackURL reads the outcome from where the redirect landed", async () => {
+  const route = "GET /api/auth/verify-email?token=t&callbackURL=%2F%3Fflow%3Dverified";
+  const page = () => new Response("<!doctype html>", { status: 200, headers: { "content-type": "text/html" } });
+  // Refused: the sidecar redirects to callbackURL with ?error=CODE.
+  {
+    const { fetch, calls } = scriptedFetch({ [route]: [() => redirected(page(), BASE + "/?flow=verified&error=INVALID_TOKEN")] });
+    const client = createAuthClient({ baseURL: BASE, fetch, storage: memoryStorage() });
+    await assert.rejects(client.verifyEmail({ token: "t", callbackURL: "/?flow=verified" }), { name: "AuthError", status: 401, code: "INVALID_TOKEN" });
+    assert.equal(calls.length, 1, "no get-session after a refused link");
+  }
+  // Accepted: the redirect lands on callbackURL as given, signed in.
+  {
+    const { fetch, calls } = scriptedFetch({
+      [route]: [() => redirected(page(), BASE + "/?flow=verified")],
+      "GET /api/auth/get-session": [() => json(200, SESSION, { "set-auth-jwt": JWT })],
+    });
+    const storage = memoryStorage();
+    const client = createAuthClient({ baseURL: BASE, fetch, storage });
+    const got = await client.verifyEmail({ token: "t", callbackURL: "/?flow=verified" });
+    assert.equal(got.token, JWT);
+    assert.equal(storage.getItem("authToken"), JWT);
+    assert.equal(calls.length, 2);
+  }
+});

@@ -109,6 +109,9 @@ Open $BASE/ in a browser for the demo page, or paste these into another shell:
   # 5. the same call without it: 401
   curl -s -i $S/api/tasks
 
+  # 6. forgot password: the link appears in this log as msg=mail ... url="..."
+  curl -s -H 'content-type: application/json' -d '{"email":"ann@example.com"}' $S/api/auth/request-password-reset
+
 Press Ctrl-C to stop.
 `)
 }

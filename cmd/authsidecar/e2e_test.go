@@ -275,16 +275,18 @@ func TestServeEndToEnd(t *testing.T) {
 // TestBetterAuthClient runs Better Auth's official client (npm
 // better-auth@1.7.25) against the real binary's serve command. It needs
 // `npm ci` in testdata/betterauth-client; CI does that, and there a
-// missing Node setup is a failure, not a skip.
+// missing Node setup is a failure, not a skip. Mail goes to the log
+// (email.delivery: log), and the script reads the links from there through
+// MAIL_URL, the shape of the reference server's GET /__mail.
 func TestBetterAuthClient(t *testing.T) {
 	dir := needBetterAuth(t, "betterauth-client")
-	cfgPath, port := writeConfig(t, t.TempDir(), "")
+	cfgPath, port := writeConfig(t, t.TempDir(), "email: { delivery: log }\n")
 	s := startSidecar(t, cfgPath, port, e2eSecret)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "node", "client-check.mjs")
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "BASE_URL="+s.base)
+	cmd.Env = append(os.Environ(), "BASE_URL="+s.base, "MAIL_URL="+mailbox(t, s.stderr.String))
 	out, err := cmd.CombinedOutput()
 	t.Logf("client-check:\n%s", out)
 	if err != nil {
@@ -292,6 +294,18 @@ func TestBetterAuthClient(t *testing.T) {
 	}
 	if !regexp.MustCompile(`(?m)^\d+ passed, 0 failed$`).Match(out) {
 		t.Fatal("client check did not report all passed")
+	}
+	// The recovery checks ran (they skip without MAIL_URL).
+	for _, want := range []string{
+		"PASS resetPassword with the mailed token returns {status:true}",
+		"PASS sign-in with the new password works",
+		"PASS verifyEmail returns {status:true,user:null}",
+		"PASS a used verification link: 401 INVALID_TOKEN",
+		"PASS forgetPassword (the old name) gets 404",
+	} {
+		if !bytes.Contains(out, []byte(want)) {
+			t.Errorf("client check lacks %q", want)
+		}
 	}
 }
 

@@ -2,9 +2,12 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/url"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -21,31 +24,64 @@ import (
 // stack is the wired request path: the issuer behind /api/auth, the key
 // cache the verifier reads, and the proxy in front of both. What a config
 // reload may change lives in a generation, swapped whole; the rest (the
-// store, the key cache, the verifier and its token cache, the metrics,
-// the upstream connection pool) is built once and shared.
+// store, the issuer, the metrics, the upstream connection pool) is built
+// once and shared.
 type stack struct {
 	// handler serves each request with the generation current when the
 	// request arrived: it finishes on that one even if a reload swaps
 	// another in meanwhile.
 	handler http.Handler
 	issuer  *issuer.Issuer // the first generation's; keys are shared
-	keys    *proxy.KeyCache
 
 	secret    config.Secret
 	db        *sqlstore.DB
 	lg        logs
 	metrics   *proxy.Metrics
-	verifier  proxy.Verifier
+	tokens    *proxy.TokenCacheMetrics // nil: cache.verified_tokens is 0
 	transport http.RoundTripper
 	upstream  *url.URL
 
+	// mu orders apply and close: a reload that ends after close must not
+	// put in force a key cache nobody would close.
+	mu      sync.Mutex
+	closed  bool
 	current atomic.Pointer[generation]
 }
 
 // generation is one config's request handling, immutable once built.
 type generation struct {
 	handler http.Handler
+	ver     *verification
 }
+
+// verification is the key cache and the verifier that reads it, with its
+// token cache, for one key source and one expected issuer. They are built
+// together and put in force together, in one generation swap: a token is
+// never judged by one issuer's keys and another's iss/aud, and a token
+// verified under one issuer is never a cache hit under another (the token
+// cache is keyed by the token alone). A reload builds a new one only when
+// its id changes (a verifier's keys.jwks_url or keys.jwks_ca_file, and so
+// perhaps the issuer derived from the URL); otherwise the next generation
+// shares it, keys, token cache and all.
+type verification struct {
+	id       verificationID
+	keys     *proxy.KeyCache
+	verifier proxy.Verifier
+}
+
+// verificationID is what a verification is built from that a reload can
+// change.
+type verificationID struct {
+	jwksURL, jwksCAFile string
+	issuer              string // iss and aud
+}
+
+func verificationOf(cfg config.Config) verificationID {
+	return verificationID{jwksURL: cfg.Keys.JWKSURL, jwksCAFile: cfg.Keys.JWKSCAFile, issuer: cfg.JWTIssuer()}
+}
+
+// keys returns the key cache in force.
+func (st *stack) keys() *proxy.KeyCache { return st.current.Load().ver.keys }
 
 // issuerKeys adapts the issuer's usable keys to the proxy's KeySource.
 type issuerKeys struct{ iss *issuer.Issuer }
@@ -70,42 +106,37 @@ func (k *issuerKeys) PublicKeys(ctx context.Context) ([]proxy.Key, error) {
 // mw, when not nil, is the outbox's box and worker (email.delivery not off).
 func buildStack(ctx context.Context, cfg config.Config, secret config.Secret, db *sqlstore.DB, lg logs, reg prometheus.Registerer, mw *mailWiring) (*stack, error) {
 	log := lg.log
-	metrics := proxy.NewMetrics(reg)
-	kc := proxy.KeyCacheOptions{
-		MaxAge:    cfg.Keys.MaxAge.D(),
-		Cooldown:  cfg.Keys.Cooldown.D(),
-		OnRefresh: metrics.ObserveRefresh,
-		Logger:    log,
-	}
-	src := &issuerKeys{}
-	if cfg.Verifier() {
-		fetcher, err := jwks.New(jwks.Options{URL: cfg.Keys.JWKSURL, CAFile: cfg.Keys.JWKSCAFile, Logger: log})
-		if err != nil {
-			return nil, fmt.Errorf("keys.jwks_url: %w", err)
-		}
-		kc.Source = fetcher
-		kc.StaleIfError = staleIfError(cfg)
-	} else {
-		kc.Source = src
-	}
-	keys := proxy.NewKeyCache(kc)
-	proxy.RegisterKeyCache(reg, keys)
-	built := false
-	defer func() {
-		if !built {
-			keys.Close() // stops a background retry a failed Load started
-		}
-	}()
 	upstream, err := url.Parse(cfg.Upstream)
 	if err != nil {
 		return nil, fmt.Errorf("upstream: %w", err)
 	}
 	st := &stack{
-		keys: keys, secret: secret, db: db, lg: lg, metrics: metrics, upstream: upstream,
+		secret: secret, db: db, lg: lg, metrics: proxy.NewMetrics(reg), upstream: upstream,
 		transport: proxy.NewTransport(cfg.Proxy.ResponseHeaderTimeout.D()),
 	}
+	// The gauges read the generation in force at scrape time; the registry
+	// is served only once buildStack has returned one.
+	proxy.RegisterKeyCache(reg, st.keys)
+	if cfg.Cache.VerifiedTokens > 0 {
+		st.tokens = proxy.NewTokenCacheMetrics(reg, func() int { return proxy.CachedTokens(st.current.Load().ver.verifier) })
+	}
+	var src proxy.KeySource
 	if cfg.Verifier() {
-		if err := keys.Load(ctx); err != nil {
+		if src, err = jwksSource(cfg, log); err != nil {
+			return nil, err
+		}
+	} else {
+		src = &issuerKeys{}
+	}
+	ver := st.newVerification(cfg, src)
+	built := false
+	defer func() {
+		if !built {
+			ver.keys.Close() // stops a background retry a failed Load started
+		}
+	}()
+	if cfg.Verifier() {
+		if err := ver.keys.Load(ctx); err != nil {
 			log.Warn("JWKS not reachable at start: business routes answer 503 KEYS_UNAVAILABLE until a fetch succeeds; retrying in the background",
 				"jwks_url", cfg.Keys.JWKSURL, "error", err.Error())
 		}
@@ -115,29 +146,20 @@ func buildStack(ctx context.Context, cfg config.Config, secret config.Secret, db
 		if mw != nil {
 			opts.Recovery.Sealer, opts.Recovery.Queued = mw.box, mw.worker.Queued
 		}
-		// A key the issuer creates reaches the verifier before any JWT it signs.
-		opts.OnNewKey = func(k issuer.PublicKey) { keys.Add(proxy.Key{KID: k.KID, Public: k.Key}) }
+		// A key the issuer creates reaches the verifier before any JWT it
+		// signs. A full sidecar keeps this key cache for its lifetime: no
+		// reloadable key changes its verificationID.
+		opts.OnNewKey = func(k issuer.PublicKey) { ver.keys.Add(proxy.Key{KID: k.KID, Public: k.Key}) }
 		iss, err := issuer.New(ctx, opts)
 		if err != nil {
 			return nil, err
 		}
-		src.iss, st.issuer = iss, iss
-		if err := keys.Load(ctx); err != nil {
+		src.(*issuerKeys).iss, st.issuer = iss, iss
+		if err := ver.keys.Load(ctx); err != nil {
 			return nil, fmt.Errorf("load keys: %w", err)
 		}
 	}
-	name := cfg.JWTIssuer()
-	st.verifier = proxy.NewCachingVerifier(proxy.CachingVerifierOptions{
-		Inner: proxy.NewJWTVerifier(proxy.JWTVerifierOptions{
-			Keys: keys, Issuer: name, Audience: name,
-			Leeway: cfg.Auth.Leeway.D(), MaxTTL: cfg.Auth.JWTTTL.D(),
-		}),
-		Keys:       keys,
-		Size:       cfg.Cache.VerifiedTokens,
-		Leeway:     cfg.Auth.Leeway.D(),
-		Registerer: reg,
-	})
-	g, err := st.build(cfg)
+	g, err := st.build(cfg, ver)
 	if err != nil {
 		return nil, err
 	}
@@ -147,6 +169,74 @@ func buildStack(ctx context.Context, cfg config.Config, secret config.Secret, db
 	})
 	built = true
 	return st, nil
+}
+
+// jwksSource is a verifier's key source: the JWKS at keys.jwks_url.
+func jwksSource(cfg config.Config, log *slog.Logger) (proxy.KeySource, error) {
+	fetcher, err := jwks.New(jwks.Options{URL: cfg.Keys.JWKSURL, CAFile: cfg.Keys.JWKSCAFile, Logger: log})
+	if err != nil {
+		return nil, fmt.Errorf("keys.jwks_url: %w", err)
+	}
+	return fetcher, nil
+}
+
+// newVerification builds an empty key cache on src and the verifier
+// reading it; the caller loads the keys.
+func (st *stack) newVerification(cfg config.Config, src proxy.KeySource) *verification {
+	keys := proxy.NewKeyCache(proxy.KeyCacheOptions{
+		Source:       src,
+		MaxAge:       cfg.Keys.MaxAge.D(),
+		Cooldown:     cfg.Keys.Cooldown.D(),
+		StaleIfError: staleIfError(cfg),
+		OnRefresh:    st.metrics.ObserveRefresh,
+		Logger:       st.lg.log,
+	})
+	name := cfg.JWTIssuer()
+	return &verification{
+		id:   verificationOf(cfg),
+		keys: keys,
+		verifier: proxy.NewCachingVerifier(proxy.CachingVerifierOptions{
+			Inner: proxy.NewJWTVerifier(proxy.JWTVerifierOptions{
+				Keys: keys, Issuer: name, Audience: name,
+				Leeway: cfg.Auth.Leeway.D(), MaxTTL: cfg.Auth.JWTTTL.D(),
+			}),
+			Keys:    keys,
+			Size:    cfg.Cache.VerifiedTokens,
+			Leeway:  cfg.Auth.Leeway.D(),
+			Metrics: st.tokens,
+		}),
+	}
+}
+
+// reloadKeysTimeout bounds the fetch of a new JWKS URL during a reload,
+// which is synchronous (POST /-/reload answers once it is done). The
+// fetcher's own timeout is the same 5s.
+const reloadKeysTimeout = 5 * time.Second
+
+// verificationFor returns the verification cfg needs: cur when its id is
+// cfg's, else a new one whose keys have been fetched, so that the switch
+// to a new JWKS URL happens only once it has brought usable keys. fresh
+// reports a new one, which the caller must close unless it goes in force.
+func (st *stack) verificationFor(cfg config.Config, cur *verification) (ver *verification, fresh bool, err error) {
+	if cur.id == verificationOf(cfg) {
+		return cur, false, nil
+	}
+	if !cfg.Verifier() {
+		// Only restart keys change it in full mode; RestartKeys refused them.
+		return nil, false, errors.New("the key source of a full sidecar changes only with a restart")
+	}
+	src, err := jwksSource(cfg, st.lg.log)
+	if err != nil {
+		return nil, false, err
+	}
+	ver = st.newVerification(cfg, src)
+	ctx, cancel := context.WithTimeout(context.Background(), reloadKeysTimeout)
+	defer cancel()
+	if err := ver.keys.Prime(ctx); err != nil {
+		ver.keys.Close()
+		return nil, false, fmt.Errorf("keys.jwks_url: no usable key set, the one in force stays: %w", err)
+	}
+	return ver, true, nil
 }
 
 // staleIfError is the key cache's StaleIfError for cfg: the cache counts
@@ -159,10 +249,10 @@ func staleIfError(cfg config.Config) time.Duration {
 	return cfg.Keys.MaxAge.D() + cfg.Keys.StaleIfError.D()
 }
 
-// build wires one generation from cfg: everything config.Reloadable
-// names. It changes nothing shared, so a failed build leaves the
-// running generation as it was.
-func (st *stack) build(cfg config.Config) (*generation, error) {
+// build wires one generation from cfg and ver: everything
+// config.Reloadable names. It changes nothing shared, so a failed build
+// leaves the running generation as it was.
+func (st *stack) build(cfg config.Config, ver *verification) (*generation, error) {
 	log := st.lg.log
 	trusted, err := proxy.ParsePrefixes(cfg.Proxy.TrustedProxies)
 	if err != nil {
@@ -221,7 +311,7 @@ func (st *stack) build(cfg config.Config) (*generation, error) {
 	p, err := proxy.New(proxy.Options{
 		Upstream:              st.upstream,
 		Auth:                  auth,
-		Verifier:              st.verifier,
+		Verifier:              ver.verifier,
 		Sessions:              sessions,
 		Roles:                 roles,
 		IdentityHeader:        cfg.Routes.IdentityHeader,
@@ -252,24 +342,53 @@ func (st *stack) build(cfg config.Config) (*generation, error) {
 		proxy.RequestID(),
 		proxy.Observe(st.metrics, st.lg.accessFor(cfg.Log)),
 	)
-	return &generation{handler: h}, nil
+	return &generation{handler: h, ver: ver}, nil
 }
 
 // apply makes cfg the config in force: a new generation for every later
-// request, the key cache's timings, the log level. The caller has checked
-// that cfg changes only reloadable keys (config.RestartKeys). On error
-// nothing has changed.
+// request, the key cache's timings, the log level, and in verifier mode a
+// new JWKS URL, fetched before the switch. The caller has checked that
+// cfg changes only reloadable keys (config.RestartKeys). On error nothing
+// has changed.
 func (st *stack) apply(cfg config.Config) error {
-	g, err := st.build(cfg)
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.closed {
+		return errors.New("shutting down")
+	}
+	cur := st.current.Load()
+	ver, fresh, err := st.verificationFor(cfg, cur.ver)
 	if err != nil {
 		return err
 	}
-	st.keys.SetMaxAge(cfg.Keys.MaxAge.D())
-	st.keys.SetCooldown(cfg.Keys.Cooldown.D())
-	st.keys.SetStaleIfError(staleIfError(cfg))
+	g, err := st.build(cfg, ver)
+	if err != nil {
+		if fresh {
+			ver.keys.Close()
+		}
+		return err
+	}
+	ver.keys.SetMaxAge(cfg.Keys.MaxAge.D())
+	ver.keys.SetCooldown(cfg.Keys.Cooldown.D())
+	ver.keys.SetStaleIfError(staleIfError(cfg))
 	st.lg.level.Set(logLevel(cfg.Log.Level))
 	st.current.Store(g)
+	if fresh {
+		// Requests still on the old generation keep verifying with the
+		// keys it holds: Close only stops its background reads.
+		cur.ver.keys.Close()
+		st.lg.log.Info("key source switched", "jwks_url", cfg.Keys.JWKSURL, "issuer", ver.id.issuer, "keys", ver.keys.Len())
+	}
 	return nil
+}
+
+// close stops the background reads of the key cache in force; no reload
+// applies after it.
+func (st *stack) close() {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.closed = true
+	st.current.Load().ver.keys.Close()
 }
 
 // countQueries counts every store query by the route class of the request

@@ -82,8 +82,8 @@ func mailMetric(t *testing.T, p *process, name string) float64 {
 	return sum
 }
 
-// waitMail waits for the SMTP server's nth message and returns it parsed.
-func waitMail(t *testing.T, srv *mailtest.SMTPServer, n int) mailtest.SMTPMessage {
+// waitSMTP waits for the SMTP server's nth message and returns it parsed.
+func waitSMTP(t *testing.T, srv *mailtest.SMTPServer, n int) mailtest.SMTPMessage {
 	t.Helper()
 	waitUntil(t, fmt.Sprintf("mail #%d", n), 15*time.Second, func() bool { return len(srv.Messages()) >= n })
 	m := srv.Messages()[n-1]
@@ -352,12 +352,12 @@ func TestRecoveryBySMTP(t *testing.T) {
 			if res, body := s.do(t, "POST", "/api/auth/request-password-reset", `{"email":"ada@example.com"}`); res.StatusCode != 200 {
 				t.Fatalf("request-password-reset: got %d %s", res.StatusCode, body)
 			}
-			reset := waitMail(t, srv, 1)
+			reset := waitSMTP(t, srv, 1)
 			signUp(t, s, "bob@example.com", oldPassword)
 			if res, body := s.do(t, "POST", "/api/auth/send-verification-email", `{"email":"bob@example.com"}`); res.StatusCode != 200 || strings.TrimSpace(string(body)) != `{"status":true}` {
 				t.Fatalf("send-verification-email: got %d %s", res.StatusCode, body)
 			}
-			verify := waitMail(t, srv, 2)
+			verify := waitSMTP(t, srv, 2)
 
 			for _, c := range []struct {
 				m           mailtest.SMTPMessage

@@ -28,7 +28,7 @@ type reloadMetrics struct {
 func newReloadMetrics(reg prometheus.Registerer) *reloadMetrics {
 	m := &reloadMetrics{
 		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "authsidecar_config_reloads_total", Help: "Config reloads (SIGHUP or POST /-/reload) by result (success, failure: the file was invalid or changed a key that needs a restart; the previous config stays in force).",
+			Name: "authsidecar_config_reloads_total", Help: "Config reloads (SIGHUP or POST /-/reload) by result (success, failure: the file was invalid, changed a key that needs a restart, or named a JWKS URL that gave no usable key; the previous config stays in force).",
 		}, []string{"result"}),
 		lastSuccess: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "authsidecar_config_last_reload_success_timestamp_seconds", Help: "Unix time the config in force was loaded (start-up or the last successful reload).",

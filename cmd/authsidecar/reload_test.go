@@ -240,46 +240,168 @@ func TestReloadBinary(t *testing.T) {
 	})
 }
 
+// signInJWT signs an existing user in and returns a JWT from the session.
+func signInJWT(t *testing.T, s *sidecar, email, password string) string {
+	t.Helper()
+	res, body := s.do(t, "POST", "/api/auth/sign-in/email", fmt.Sprintf(`{"email":%q,"password":%q}`, email, password))
+	if res.StatusCode != 200 || len(res.Cookies()) != 1 {
+		t.Fatalf("sign-in %s: got %d %s", email, res.StatusCode, body)
+	}
+	return getJWT(t, s, res.Cookies()[0].Name+"="+res.Cookies()[0].Value)
+}
+
+// twoIssuers starts two full sidecars, A and B, on two origins, B's
+// database a copy of A's: they sign with the same key under the same kid,
+// so only iss and aud tell their tokens apart (nothing, when extra sets
+// one auth.issuer for both). It returns them and a JWT of each for one
+// user.
+func twoIssuers(t *testing.T, upstream, extra string) (a, b *sidecar, jwtA, jwtB string) {
+	t.Helper()
+	const email, password = "vera@example.com", "correct-horse-battery"
+	fa := newReloadFile(t, upstream)
+	fa.write(t, extra)
+	a = startSidecar(t, fa.path, fa.port, e2eSecret)
+	_, jwtA = signUp(t, a, email, password)
+	fb := newReloadFile(t, upstream)
+	cliWithEnv(t, map[string]string{"AUTH_SECRET": e2eSecret}, argv(fa.path, "db backup", fb.db)...)
+	fb.write(t, extra)
+	b = startSidecar(t, fb.path, fb.port, e2eSecret)
+	jwtB = signInJWT(t, b, email, password)
+	if ka, kb := kidOf(t, jwtA), kidOf(t, jwtB); ka != kb {
+		t.Fatalf("issuers A and B sign with kids %q and %q, want one key", ka, kb)
+	}
+	return a, b, jwtA, jwtB
+}
+
 // TestReloadVerifier: a verifier reloads too (its generation has no
-// issuer): allowed hosts and stale_if_error apply; a new keys.jwks_url is
-// refused, being a restart key.
+// issuer). A reload to an unreachable keys.jwks_url is refused whole (the
+// allowed hosts in the same file do not apply either), counted, and the
+// keys in force stay. A reload to another issuer's JWKS URL switches the
+// key set and the expected iss/aud together: B's token, refused before,
+// passes; A's token, cached before the switch, is refused for its issuer
+// although its key and signature are B's too. Allowed hosts and
+// stale_if_error apply.
 func TestReloadVerifier(t *testing.T) {
 	up := echoUpstream(t)
-	issuerFile := newReloadFile(t, up.URL)
-	issuerFile.write(t, "")
-	iss := startSidecar(t, issuerFile.path, issuerFile.port, e2eSecret)
-	_, jwt := signUp(t, iss, "vera@example.com", "correct-horse-battery")
+	issA, issB, jwtA, jwtB := twoIssuers(t, up.URL, "")
 
 	dir := t.TempDir()
 	port, metricsPort := freePort(t), freePort(t)
 	path := filepath.Join(dir, "verifier.yaml")
-	write := func(extra string) {
-		writeFile(t, path, fmt.Sprintf("mode: verifier\nlisten: \"127.0.0.1:%d\"\nmetrics: { listen: \"127.0.0.1:%d\" }\nupstream: %q\nlog: { format: json, level: info }\n%s",
-			port, metricsPort, up.URL, extra))
+	stale := "1h" // keys.stale_if_error
+	write := func(jwksBase, extra string) {
+		writeFile(t, path, fmt.Sprintf("mode: verifier\nlisten: \"127.0.0.1:%d\"\nmetrics: { listen: \"127.0.0.1:%d\" }\nupstream: %q\nlog: { format: json, level: info }\nkeys: { jwks_url: \"%s/api/auth/jwks\", stale_if_error: %s }\n%s",
+			port, metricsPort, up.URL, jwksBase, stale, extra))
 	}
-	jwks := fmt.Sprintf("keys: { jwks_url: \"%s/api/auth/jwks\", stale_if_error: %%s }\n", iss.base)
-	write(fmt.Sprintf(jwks, "1h"))
+	write(issA.base, "")
 	v := startSidecar(t, path, port, "")
 	admin := &sidecar{base: v.metrics}
-	if got := status(t, v, "/api/tasks", jwt); got != 200 {
-		t.Fatalf("verifier before any reload: got %d, want 200", got)
+	metric := func(name string, labels ...string) float64 {
+		t.Helper()
+		want := map[string]string{}
+		for i := 0; i+1 < len(labels); i += 2 {
+			want[labels[i]] = labels[i+1]
+		}
+		got, _, ok := metricValue(t, v.metrics, name, want)
+		if !ok {
+			t.Fatalf("no %s%v", name, labels)
+		}
+		return got
+	}
+	wrongIssuer := func() float64 {
+		return metric("authsidecar_auth_failures_total", "class", "business", "reason", "wrong_issuer")
+	}
+	readyz := func() int {
+		res, err := http.Get(v.metrics + "/readyz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		return res.StatusCode
 	}
 
-	write(fmt.Sprintf(jwks, "2h") + "proxy: { allowed_hosts: [\"api.example.com\"] }\n")
-	if res, body := admin.do(t, "POST", "/-/reload", ""); res.StatusCode != 200 {
-		t.Fatalf("reload: got %d %s, want 200", res.StatusCode, body)
-	}
-	res, body := v.do(t, "GET", "/api/tasks", "", "Authorization", "Bearer "+jwt)
-	if res.StatusCode != 400 || jsonCode(body) != "BAD_HOST" {
-		t.Errorf("host 127.0.0.1 once only api.example.com is allowed: got %d %s, want 400 BAD_HOST", res.StatusCode, body)
-	}
+	t.Run("on A", func(t *testing.T) {
+		hits := metric("authsidecar_token_cache_hits_total")
+		for range 2 {
+			if got := status(t, v, "/api/tasks", jwtA); got != 200 {
+				t.Fatalf("A's token: got %d, want 200", got)
+			}
+		}
+		if got := metric("authsidecar_token_cache_hits_total"); got != hits+1 {
+			t.Fatalf("A's token twice: got %v token cache hits, want %v (it is cached)", got, hits+1)
+		}
+		if got := status(t, v, "/api/tasks", jwtB); got != 401 {
+			t.Errorf("B's token while A's JWKS is in force: got %d, want 401", got)
+		}
+		if got := wrongIssuer(); got != 1 {
+			t.Errorf("B's token refused for its issuer: got %v wrong_issuer failures, want 1", got)
+		}
+	})
 
-	write(strings.Replace(fmt.Sprintf(jwks, "2h"), "/api/auth/jwks", "/other/jwks", 1))
-	res, body = admin.do(t, "POST", "/-/reload", "")
-	if res.StatusCode != 500 || !strings.Contains(string(body), "changed keys need a restart: keys.jwks_url") {
-		t.Fatalf("reload with a new jwks_url: got %d %s, want 500 naming keys.jwks_url", res.StatusCode, body)
-	}
-	if res, _ := v.do(t, "GET", "/api/tasks", "", "Authorization", "Bearer "+jwt); res.StatusCode != 400 {
-		t.Errorf("after a refused reload: got %d, want 400 (the allowed hosts in force stay)", res.StatusCode)
-	}
+	t.Run("unreachable jwks_url refused whole", func(t *testing.T) {
+		dead := fmt.Sprintf("http://127.0.0.1:%d", freePort(t))
+		write(dead, "proxy: { allowed_hosts: [\"api.example.com\"] }\n")
+		res, body := admin.do(t, "POST", "/-/reload", "")
+		if res.StatusCode != 500 || !strings.Contains(string(body), "keys.jwks_url: no usable key set") || !strings.Contains(string(body), dead) {
+			t.Fatalf("reload to %s: got %d %s, want 500 naming keys.jwks_url and the URL", dead, res.StatusCode, body)
+		}
+		if got := status(t, v, "/api/tasks", jwtA); got != 200 {
+			t.Errorf("A's token after the refused reload: got %d, want 200 (A's keys and the old allowed hosts stay)", got)
+		}
+		if got := status(t, v, "/api/tasks", jwtB); got != 401 {
+			t.Errorf("B's token after the refused reload: got %d, want 401", got)
+		}
+		if got := metric("authsidecar_config_reloads_total", "result", "failure"); got != 1 {
+			t.Errorf("got %v failed reloads, want 1", got)
+		}
+		// The key set in force was not read, so its refresh counters and
+		// gauges do not move: the refusal is the reload's failure alone.
+		if got := metric("authsidecar_keyset_refreshes_total", "trigger", "boot", "result", "error"); got != 0 {
+			t.Errorf("got %v boot refresh errors, want 0", got)
+		}
+		if got := metric("authsidecar_keyset_usable"); got != 1 || readyz() != 200 {
+			t.Errorf("after the refused reload: keyset_usable %v, /readyz %d; want 1 and 200", got, readyz())
+		}
+	})
+
+	t.Run("switched to B", func(t *testing.T) {
+		write(issB.base, "")
+		if res, body := admin.do(t, "POST", "/-/reload", ""); res.StatusCode != 200 {
+			t.Fatalf("reload to B: got %d %s, want 200", res.StatusCode, body)
+		}
+		if got := status(t, v, "/api/tasks", jwtB); got != 200 {
+			t.Errorf("B's token once B's JWKS is in force: got %d, want 200", got)
+		}
+		before := wrongIssuer()
+		if got := status(t, v, "/api/tasks", jwtA); got != 401 {
+			t.Errorf("A's token, cached before the switch: got %d, want 401 (its iss is A's origin)", got)
+		}
+		if got := wrongIssuer(); got != before+1 {
+			t.Errorf("A's token after the switch: got %v wrong_issuer failures, want %v", got, before+1)
+		}
+		if got := metric("authsidecar_keyset_refreshes_total", "trigger", "boot", "result", "ok"); got != 2 {
+			t.Errorf("got %v boot reads, want 2 (A's at start, B's at the switch)", got)
+		}
+		if age := metric("authsidecar_keyset_age_seconds"); age > 5 {
+			t.Errorf("keyset age right after the switch: got %vs, want B's fresh set", age)
+		}
+		if got := metric("authsidecar_keyset_usable"); got != 1 || readyz() != 200 {
+			t.Errorf("on B: keyset_usable %v, /readyz %d; want 1 and 200", got, readyz())
+		}
+		if got := metric("authsidecar_config_reloads_total", "result", "success"); got != 1 {
+			t.Errorf("got %v successful reloads, want 1", got)
+		}
+	})
+
+	t.Run("allowed hosts and stale_if_error", func(t *testing.T) {
+		stale = "2h"
+		write(issB.base, "proxy: { allowed_hosts: [\"api.example.com\"] }\n")
+		if res, body := admin.do(t, "POST", "/-/reload", ""); res.StatusCode != 200 {
+			t.Fatalf("reload: got %d %s, want 200", res.StatusCode, body)
+		}
+		res, body := v.do(t, "GET", "/api/tasks", "", "Authorization", "Bearer "+jwtB)
+		if res.StatusCode != 400 || jsonCode(body) != "BAD_HOST" {
+			t.Errorf("host 127.0.0.1 once only api.example.com is allowed: got %d %s, want 400 BAD_HOST", res.StatusCode, body)
+		}
+	})
 }

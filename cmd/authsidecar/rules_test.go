@@ -32,7 +32,8 @@ func TestRuleSeriesAtStartup(t *testing.T) {
 
 	dir := t.TempDir()
 	up := echoUpstream(t)
-	cfg, port := writeConfigFile(t, dir, "rules.yaml", fmt.Sprintf("base_url: \"http://app.example.test\"\nupstream: %q\ndatabase: { driver: sqlite, path: %q }\n", up.URL, filepath.Join(dir, "auth.db")))
+	// Mail on (to the log): the outbox's series exist only with a delivery.
+	cfg, port := writeConfigFile(t, dir, "rules.yaml", fmt.Sprintf("base_url: \"http://app.example.test\"\nupstream: %q\ndatabase: { driver: sqlite, path: %q }\nemail: { delivery: log }\n", up.URL, filepath.Join(dir, "auth.db")))
 	p := startBinary(t, cfg, port, "AUTH_SECRET="+e2eSecret)
 	series := scrapeSeries(t, p.metrics+"/metrics")
 

@@ -115,7 +115,7 @@ func serve(ctx context.Context, cfg config.Config, secret config.Secret, getenv 
 	if err != nil {
 		return err
 	}
-	defer st.keys.Close()
+	defer st.close()
 	rm := newReloadMetrics(reg)
 	rm.loaded(hooks.configHash, time.Now())
 	var rl *reloader
@@ -144,7 +144,8 @@ func serve(ctx context.Context, cfg config.Config, secret config.Secret, getenv 
 
 	checks := []health.Check{
 		{Name: "keyset", Run: func(context.Context) error {
-			if !st.keys.Usable() || st.keys.Len() == 0 {
+			// The key set in force: a reload may switch a verifier's.
+			if keys := st.keys(); !keys.Usable() || keys.Len() == 0 {
 				return errors.New("no usable verification keys")
 			}
 			return nil
@@ -181,7 +182,7 @@ func serve(ctx context.Context, cfg config.Config, secret config.Secret, getenv 
 		Listener: adminLn, Tracker: adminTracker, Grace: time.Second, Logger: log,
 	}
 	log.Info("listening", "addr", ln.Addr().String(), "metrics_addr", adminLn.Addr().String(),
-		"mode", cfg.Mode, "base_url", cfg.BaseURL, "upstream", cfg.Upstream, "database", dbName(db), "keys", st.keys.Len())
+		"mode", cfg.Mode, "base_url", cfg.BaseURL, "upstream", cfg.Upstream, "database", dbName(db), "keys", st.keys().Len())
 
 	// The admin listener outlives the main one so /readyz reports 503 while
 	// requests drain.

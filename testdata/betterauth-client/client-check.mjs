@@ -10,6 +10,13 @@
 //   EXPECT_TTL   JWT exp - iat in seconds (default 2592000 = 30 days, per docs/protocol.md)
 //   EXPECT_ISS   JWT iss (default: origin of BASE_URL)
 //   EXPECT_AUD   JWT aud (default: origin of BASE_URL)
+//   MAIL_URL     where the mailed links can be read: GET answers the mails sent so
+//                far as [{kind: "reset-password"|"verify-email", to, url}], the shape of
+//                the reference server's GET /__mail. Unset: the account-recovery
+//                checks are skipped (a SKIP line says so).
+//   VERIFY_REUSE what a used verification link gets: "refused" (default: authsidecar,
+//                401 INVALID_TOKEN) or "accepted" (Better Auth: its links are stateless
+//                JWTs that work until they expire)
 //
 // Output: one "PASS <name> - detail" or "FAIL <name> - detail" line per check,
 // then "N passed, M failed" alone on a line. Exit 0 only if nothing failed.
@@ -33,6 +40,8 @@ const EXPECT_TTL = Number(process.env.EXPECT_TTL || 2592000);
 const EXPECT_ISS = process.env.EXPECT_ISS || ORIGIN;
 const EXPECT_AUD = process.env.EXPECT_AUD || ORIGIN;
 const JWKS_URL = new URL(BASE_URL + BASE_PATH + "/jwks");
+const MAIL_URL = process.env.MAIL_URL ?? "";
+const VERIFY_REUSE = process.env.VERIFY_REUSE || "refused";
 
 let passed = 0;
 let failed = 0;
@@ -329,8 +338,139 @@ async function main() {
 	}
 }
 
+// ---------------------------------------------------------------------------
+// Account recovery: the links are read where the server's mail went
+// (MAIL_URL), then handed to the client calls as an app would.
+
+async function mails(kind, to) {
+	const res = await fetch(MAIL_URL);
+	if (!res.ok) throw new Error(`GET ${MAIL_URL}: ${res.status}`);
+	return (await res.json()).filter((m) => m.kind === kind && m.to === to);
+}
+
+// waitMail returns the mail of kind to `to` that follows the first `skip`
+// ones, or null after 10 s (delivery is asynchronous).
+async function waitMail(kind, to, skip) {
+	for (const deadline = Date.now() + 10_000; Date.now() < deadline; await new Promise((r) => setTimeout(r, 100))) {
+		const got = await mails(kind, to);
+		if (got.length > skip) return got[skip];
+	}
+	return null;
+}
+
+const RESET_MESSAGE = "If this email exists in our system, check your email for the reset link";
+
+async function recovery(stamp, password) {
+	if (!MAIL_URL) {
+		console.log("SKIP account recovery - MAIL_URL is not set");
+		return;
+	}
+	const email = `client-reset+${stamp}@example.com`;
+	const name = "Client Reset";
+	const up = await client.signUp.email({ name, email, password });
+	report(!up.error, "sign-up of the account to reset", up.error ? `${json(up.error)} ${describe(last("/sign-up/email"))}` : "");
+	await client.signOut();
+
+	// 13. requestPasswordReset: the same answer for known and unknown addresses.
+	const before = (await mails("reset-password", email)).length;
+	const req = await client.requestPasswordReset({ email, redirectTo: "/reset-landing" });
+	report(
+		!req.error && req.data?.status === true && req.data?.message === RESET_MESSAGE,
+		"requestPasswordReset returns {status:true,message}",
+		req.error ? `${json(req.error)} ${describe(last("/request-password-reset"))}` : json(req.data),
+	);
+	const unknown = await client.requestPasswordReset({ email: `nobody+${stamp}@example.com`, redirectTo: "/reset-landing" });
+	report(!unknown.error && json(unknown.data) === json(req.data), "requestPasswordReset answers an unknown address alike", json(unknown.error ?? unknown.data));
+
+	// 14. The mailed link, and where it leads.
+	const mail = await waitMail("reset-password", email, before);
+	const prefix = `${BASE_URL}${BASE_PATH}/reset-password/`;
+	const linkToken = mail?.url.startsWith(prefix) ? mail.url.slice(prefix.length).split("?")[0] : "";
+	report(
+		!!linkToken && mail.url === `${prefix}${linkToken}?callbackURL=${encodeURIComponent("/reset-landing")}`,
+		"the reset mail carries {baseURL}/reset-password/<token>?callbackURL=<redirectTo>",
+		mail ? clip(mail.url, 160) : "no mail within 10 s",
+	);
+	let token = "";
+	if (mail) {
+		const follow = await fetch(mail.url, { redirect: "manual" });
+		const loc = follow.headers.get("location") ?? "";
+		const landing = loc ? new URL(loc, BASE_URL) : null;
+		token = landing?.searchParams.get("token") ?? "";
+		report(
+			follow.status === 302 && landing?.origin === ORIGIN && landing.pathname === "/reset-landing" && token === linkToken,
+			"opening the reset link redirects to redirectTo with ?token=",
+			`status=${follow.status} location=${clip(loc, 160)}`,
+		);
+	} else {
+		report(false, "opening the reset link redirects to redirectTo with ?token=", "skipped: no mail");
+	}
+
+	// 15. resetPassword with a bad, the mailed, and the spent token.
+	const newPassword = password + "-reset";
+	const bad = await client.resetPassword({ newPassword, token: "not-a-token" });
+	report(
+		bad.error?.status === 400 && bad.error?.code === "INVALID_TOKEN" && bad.error?.message === "Invalid token",
+		"resetPassword with a bad token: 400 INVALID_TOKEN",
+		json(bad.error ?? bad.data),
+	);
+	const reset = await client.resetPassword({ newPassword, token });
+	report(!reset.error && reset.data?.status === true, "resetPassword with the mailed token returns {status:true}", reset.error ? `${json(reset.error)} ${describe(last("/reset-password"))}` : json(reset.data));
+	const again = await client.resetPassword({ newPassword: newPassword + "-again", token });
+	report(again.error?.status === 400 && again.error?.code === "INVALID_TOKEN", "the reset token works once (again: 400 INVALID_TOKEN)", json(again.error ?? again.data));
+
+	// 16. The old password is gone, the new one works.
+	const old = await client.signIn.email({ email, password });
+	report(old.error?.status === 401 && old.error?.code === "INVALID_EMAIL_OR_PASSWORD", "sign-in with the old password fails after the reset", json(old.error ?? old.data));
+	const fresh = await client.signIn.email({ email, password: newPassword });
+	report(!fresh.error && fresh.data?.user?.email === email, "sign-in with the new password works", json(fresh.error ?? "ok"));
+	await client.signOut();
+
+	// 17. sendVerificationEmail, signed in as a new (unverified) user.
+	const vEmail = `client-verify+${stamp}@example.com`;
+	const vUp = await client.signUp.email({ name: "Client Verify", email: vEmail, password });
+	report(!vUp.error && vUp.data?.user?.emailVerified === false, "a new user is unverified", json(vUp.error ?? vUp.data?.user));
+	const vBefore = (await mails("verify-email", vEmail)).length;
+	const send = await client.sendVerificationEmail({ email: vEmail, callbackURL: "/verified" });
+	report(!send.error && send.data?.status === true, "sendVerificationEmail returns {status:true}", send.error ? `${json(send.error)} ${describe(last("/send-verification-email"))}` : json(send.data));
+	const mismatch = await client.sendVerificationEmail({ email, callbackURL: "/verified" });
+	report(mismatch.error?.status === 400 && mismatch.error?.code === "EMAIL_MISMATCH", "sendVerificationEmail for another address, signed in: 400 EMAIL_MISMATCH", json(mismatch.error ?? mismatch.data));
+	const vMail = await waitMail("verify-email", vEmail, vBefore);
+	const vURL = vMail ? new URL(vMail.url) : null;
+	const vToken = vURL?.searchParams.get("token") ?? "";
+	report(
+		vURL?.origin === ORIGIN && vURL.pathname === BASE_PATH + "/verify-email" && !!vToken && vURL.searchParams.get("callbackURL") === "/verified",
+		"the verification mail carries {baseURL}/verify-email?token=<token>&callbackURL=<callbackURL>",
+		vMail ? clip(vMail.url, 160) : "no mail within 10 s",
+	);
+
+	// 18. verifyEmail with the mailed token, signed out: it verifies and signs in.
+	await client.signOut();
+	const ver = await client.verifyEmail({ query: { token: vToken } });
+	const verEx = last("/verify-email");
+	report(!ver.error && ver.data?.status === true && ver.data?.user === null, "verifyEmail returns {status:true,user:null}", ver.error ? `${json(ver.error)} ${describe(verEx)}` : json(ver.data));
+	report(!!sessionCookieSet(verEx), `verifyEmail sets the ${COOKIE_NAME} cookie (signed in)`, `set-cookie=${json(verEx?.setCookies.map((c) => c.name))}`);
+	const vs = await client.getSession();
+	report(vs.data?.user?.email === vEmail && vs.data?.user?.emailVerified === true, "getSession after verifyEmail: that user, emailVerified true", json(vs.error ?? vs.data?.user));
+	const verified = await client.sendVerificationEmail({ email: vEmail });
+	report(verified.error?.status === 400 && verified.error?.code === "EMAIL_ALREADY_VERIFIED", "sendVerificationEmail once verified, signed in: 400 EMAIL_ALREADY_VERIFIED", json(verified.error ?? verified.data));
+	const reuse = await client.verifyEmail({ query: { token: vToken } });
+	if (VERIFY_REUSE === "accepted") {
+		report(!reuse.error && reuse.data?.status === true, "a used verification link is accepted again", json(reuse.error ?? reuse.data));
+	} else {
+		report(reuse.error?.status === 401 && reuse.error?.code === "INVALID_TOKEN", "a used verification link: 401 INVALID_TOKEN", json(reuse.error ?? reuse.data));
+	}
+
+	// 19. The pre-1.7 name is gone, as in Better Auth 1.7.25.
+	const forget = await client.forgetPassword({ email, redirectTo: "/reset-landing" });
+	report(forget.error?.status === 404, "forgetPassword (the old name) gets 404", json(forget.error ?? forget.data));
+	await client.signOut();
+}
+
 try {
+	const stamp = `${Date.now()}-${Math.random().toString(36).slice(2, 8)}`;
 	await main();
+	await recovery(stamp, "correct-horse-battery-staple");
 } catch (e) {
 	const cause = e?.cause ? ` (cause: ${e.cause.code ?? ""} ${e.cause.message ?? e.cause})` : "";
 	report(false, "unexpected exception", `${e?.message ?? e}${cause} at ${BASE_URL}\n${e?.stack ?? ""}`);

@@ -40,5 +40,6 @@ CREATE TABLE outbox (
 	delivered_at    INTEGER,
 	CHECK (state = 'pending' OR payload IS NULL)
 );
--- The claim: pending rows due now, oldest first.
-CREATE INDEX outbox_claim ON outbox(state, next_attempt_at);
+-- The claim: pending rows due now, in its order (next_attempt_at, id),
+-- so a claim reads only the rows it takes, never sorts the backlog.
+CREATE INDEX outbox_claim ON outbox(state, next_attempt_at, id);
