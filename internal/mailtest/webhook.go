@@ -77,8 +77,8 @@ type WebhookReceiver struct {
 	// whenever it grows.
 	delivered int
 	changed   chan struct{}
-	srv      *http.Server
-	served   chan struct{} // closed when srv's Serve has returned
+	srv       *http.Server
+	served    chan struct{} // closed when srv's Serve has returned
 }
 
 // NewWebhookReceiver starts a receiver for secret (whsec_<base64>), up,
