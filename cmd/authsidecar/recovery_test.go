@@ -48,6 +48,7 @@ var noRedirect = &http.Client{
 	CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 }
 
+// get is a GET that shows redirects rather than following them.
 func get(t *testing.T, url string) (*http.Response, string) {
 	t.Helper()
 	res, err := noRedirect.Get(url)
