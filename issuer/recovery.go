@@ -171,15 +171,6 @@ func newLinkToken() (string, [32]byte, error) {
 
 func hashToken(tok string) [32]byte { return sha256.Sum256([]byte(tok)) }
 
-// newOutboxID names an outbox row; it is also the webhook-id.
-func newOutboxID() (string, error) {
-	id, err := newID()
-	if err != nil {
-		return "", err
-	}
-	return "msg_" + id, nil
-}
-
 // queueLink stores a new token of kind for u and queues the message
 // carrying its link, in one transaction. link builds the URL from the
 // token. The per-address limit is taken first: over it, nothing is
@@ -191,33 +182,56 @@ func (iss *Issuer) queueLink(ctx context.Context, kind mail.Kind, u User, link f
 		iss.log.Info("mail not queued: per-address limit reached", "type", string(kind), "user_id", u.ID)
 		return nil
 	}
-	tok, hash, err := newLinkToken()
-	if err != nil {
-		return err
-	}
-	id, err := newOutboxID()
-	if err != nil {
-		return err
-	}
-	now := iss.now().UTC().Truncate(timeUnit)
 	ttl := iss.rec.resetTTL
 	if kind == mail.EmailVerification {
 		ttl = iss.rec.verifyTTL
 	}
+	if _, err := QueueLink(ctx, iss.store, iss.rec.seal, kind, u, link, ttl, iss.now()); err != nil {
+		return err
+	}
+	iss.rec.queued(kind)
+	return nil
+}
+
+// QueueLink stores a new token of kind for u (replacing the user's older
+// ones of that kind) and queues the sealed message carrying its link, in
+// one transaction; it returns the message's id. link builds the URL from
+// the token. No limit is applied: the issuer takes its own first, and the
+// operator's "outbox retry" is one message.
+func QueueLink(ctx context.Context, store Store, seal Sealer, kind mail.Kind, u User, link func(token string) string, ttl time.Duration, now time.Time) (string, error) {
+	tok, hash, err := newLinkToken()
+	if err != nil {
+		return "", err
+	}
+	id := mail.NewID()
+	now = now.UTC().Truncate(timeUnit)
 	t := RecoveryToken{Hash: hash, Kind: kind, UserID: u.ID, Email: u.Email, ExpiresAt: now.Add(ttl), CreatedAt: now}
-	sealed, err := iss.rec.seal.Seal(id, mail.Message{
+	sealed, err := seal.Seal(id, mail.Message{
 		Kind: kind, To: u.Email, URL: link(tok), TokenExpiresAt: t.ExpiresAt,
 		User: mail.User{ID: u.ID, Email: u.Email, Name: u.Name},
 	})
 	if err != nil {
-		return fmt.Errorf("seal %s message: %w", kind, err)
+		return "", fmt.Errorf("seal %s message: %w", kind, err)
 	}
-	q := mail.Queued{ID: id, Kind: kind, Sealed: sealed, State: "pending", CreatedAt: now, NextAttemptAt: now}
-	if err := iss.store.IssueRecoveryToken(ctx, t, q); err != nil {
-		return fmt.Errorf("queue %s message: %w", kind, err)
+	q := mail.Queued{ID: id, Kind: kind, UserID: u.ID, Sealed: sealed, State: mail.StatePending, CreatedAt: now, NextAttemptAt: now}
+	if err := store.IssueRecoveryToken(ctx, t, q); err != nil {
+		return "", fmt.Errorf("queue %s message: %w", kind, err)
 	}
-	iss.rec.queued(kind)
-	return nil
+	return id, nil
+}
+
+// LinkFor is the link a message of kind carries when nobody chose where
+// it lands: the reset page, or "/" after verification.
+func LinkFor(baseURL string, kind mail.Kind) (func(token string) string, error) {
+	base, err := url.Parse(baseURL)
+	if err != nil || base.Host == "" {
+		return nil, fmt.Errorf("base URL %q is not an absolute URL", baseURL)
+	}
+	origin := base.Scheme + "://" + base.Host
+	if kind == mail.EmailVerification {
+		return func(tok string) string { return verifyURL(origin, "/", tok) }, nil
+	}
+	return func(tok string) string { return resetURL(origin, "", tok) }, nil
 }
 
 // resetLink is the mailed reset URL, Better Auth's shape: callbackURL is
@@ -236,9 +250,11 @@ func (iss *Issuer) verifyLink(callbackURL string) func(string) string {
 	if callbackURL == "" {
 		callbackURL = "/"
 	}
-	return func(tok string) string {
-		return iss.origin + BasePath + "/verify-email?token=" + tok + "&callbackURL=" + url.QueryEscape(callbackURL)
-	}
+	return func(tok string) string { return verifyURL(iss.origin, callbackURL, tok) }
+}
+
+func verifyURL(origin, callbackURL, tok string) string {
+	return origin + BasePath + "/verify-email?token=" + tok + "&callbackURL=" + url.QueryEscape(callbackURL)
 }
 
 // ResetLink makes a password-reset link for the user with email without
