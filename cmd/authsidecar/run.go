@@ -86,7 +86,7 @@ var commands = []command{
 		{name: "backup", args: "FILE", minArgs: 1, maxArgs: 1, summary: "copy the live SQLite database to FILE (VACUUM INTO), safe while serving", run: cmdDBBackup,
 			detail: "FILE must not exist; it is created with mode 0600. SQLite only: back PostgreSQL up with\n" +
 				"pg_dump (pg_dump -Fc \"$DATABASE_URL\" > authsidecar.dump), which is also safe while serving."},
-		{name: "copy", args: "SOURCE-CONFIG", minArgs: 1, maxArgs: 1, summary: "copy users, sessions, keys and roles from SOURCE-CONFIG's database into -config's empty one", run: cmdDBCopy,
+		{name: "copy", args: "SOURCE-CONFIG", minArgs: 1, maxArgs: 1, summary: "copy users, sessions, keys, roles, recovery tokens and the outbox from SOURCE-CONFIG's database into -config's empty one", run: cmdDBCopy,
 			detail: "The move from SQLite to PostgreSQL: authsidecar db copy -config postgres.yaml sqlite.yaml\n" +
 				"The target must be empty (a missing SQLite target file is created); everything is\n" +
 				"copied in one transaction, or nothing. Signing keys are copied sealed: both configs must\n" +
