@@ -286,37 +286,10 @@ func ResetLink(ctx context.Context, store Store, baseURL, email string, ttl time
 // every address alike, at once: the lookup and the queueing run after the
 // answer, so its timing says nothing about the account either.
 func (iss *Issuer) requestPasswordReset(w http.ResponseWriter, r *http.Request) *apiError {
-	if ok, wait := iss.mailIP.allow(iss.clientIP(r)); !ok {
-		return tooMany(w, wait)
-	}
-	if apiErr := iss.cookieOrigin(r); apiErr != nil {
-		return apiErr
-	}
-	f, apiErr := readFields(w, r, iss.bodyBytes, false)
+	email, redirectTo, apiErr := iss.mailRequest(w, r, "redirectTo", errResetDisabled, errInvalidRedirect)
 	if apiErr != nil {
 		return apiErr
 	}
-	email, hasEmail := f.str("email", true)
-	redirectTo, hasRedirect := "", false
-	if raw, ok := f.m["redirectTo"]; ok && string(raw) != "null" {
-		if jsonKind(raw) != "string" {
-			return errBadRequest("VALIDATION_ERROR", "Invalid redirectURL: expected a string")
-		}
-		redirectTo, hasRedirect = f.str("redirectTo", false)
-	}
-	if hasEmail && !validEmail(email) {
-		f.fail("email", "Invalid email address")
-	}
-	if apiErr := f.err(); apiErr != nil {
-		return apiErr
-	}
-	if !iss.rec.on {
-		return errResetDisabled
-	}
-	if hasRedirect && !iss.safeRedirect(redirectTo) {
-		return errInvalidRedirect
-	}
-	email = strings.ToLower(email)
 	if !iss.rec.intake.run(r.Context(), func(ctx context.Context) {
 		u, _, err := iss.store.CredentialByEmail(ctx, email)
 		if errors.Is(err, ErrNotFound) {
@@ -342,6 +315,42 @@ func (iss *Issuer) requestPasswordReset(w http.ResponseWriter, r *http.Request) 
 		Message string `json:"message"`
 	}{true, "If this email exists in our system, check your email for the reset link"})
 	return nil
+}
+
+// mailRequest reads and checks what both mail-sending endpoints take, in
+// Better Auth's order: the per-IP limit, the origin of a cookie-bearing
+// request, the body {email, <target>?}, whether mail is on (disabled),
+// and the redirect target (invalid). email comes back lower-cased.
+func (iss *Issuer) mailRequest(w http.ResponseWriter, r *http.Request, target string, disabled, invalid *apiError) (email, to string, apiErr *apiError) {
+	if ok, wait := iss.mailIP.allow(iss.clientIP(r)); !ok {
+		return "", "", tooMany(w, wait)
+	}
+	if apiErr := iss.cookieOrigin(r); apiErr != nil {
+		return "", "", apiErr
+	}
+	f, apiErr := readFields(w, r, iss.bodyBytes, false)
+	if apiErr != nil {
+		return "", "", apiErr
+	}
+	email, hasEmail := f.str("email", true)
+	if raw, ok := f.m[target]; ok && string(raw) != "null" && jsonKind(raw) != "string" && target == "redirectTo" {
+		// Better Auth's own words for this one, ahead of the schema's.
+		return "", "", errBadRequest("VALIDATION_ERROR", "Invalid redirectURL: expected a string")
+	}
+	to, _ = f.str(target, false)
+	if hasEmail && !validEmail(email) {
+		f.fail("email", "Invalid email address")
+	}
+	if apiErr := f.err(); apiErr != nil {
+		return "", "", apiErr
+	}
+	if !iss.rec.on {
+		return "", "", disabled
+	}
+	if !iss.safeRedirect(to) {
+		return "", "", invalid
+	}
+	return strings.ToLower(email), to, nil
 }
 
 // resetPasswordCallback is where a mailed reset link lands: it checks the
@@ -498,31 +507,10 @@ func (iss *Issuer) applyReset(w http.ResponseWriter, r *http.Request, tok, passw
 // about that user (EMAIL_MISMATCH, EMAIL_ALREADY_VERIFIED); without one,
 // every address gets the same answer at once and the work runs after it.
 func (iss *Issuer) sendVerificationEmail(w http.ResponseWriter, r *http.Request) *apiError {
-	if ok, wait := iss.mailIP.allow(iss.clientIP(r)); !ok {
-		return tooMany(w, wait)
-	}
-	if apiErr := iss.cookieOrigin(r); apiErr != nil {
-		return apiErr
-	}
-	f, apiErr := readFields(w, r, iss.bodyBytes, false)
+	email, callback, apiErr := iss.mailRequest(w, r, "callbackURL", errVerificationDisabled, errInvalidCallback)
 	if apiErr != nil {
 		return apiErr
 	}
-	email, hasEmail := f.str("email", true)
-	callback, hasCallback := f.str("callbackURL", false)
-	if hasEmail && !validEmail(email) {
-		f.fail("email", "Invalid email address")
-	}
-	if apiErr := f.err(); apiErr != nil {
-		return apiErr
-	}
-	if !iss.rec.on {
-		return errVerificationDisabled
-	}
-	if hasCallback && !iss.safeRedirect(callback) {
-		return errInvalidCallback
-	}
-	email = strings.ToLower(email)
 	_, su, found, _, err := iss.lookup(r.Context(), r, true)
 	if err != nil {
 		return storeErr(err)
