@@ -171,15 +171,6 @@ func newLinkToken() (string, [32]byte, error) {
 
 func hashToken(tok string) [32]byte { return sha256.Sum256([]byte(tok)) }
 
-// newOutboxID names an outbox row; it is also the webhook-id.
-func newOutboxID() (string, error) {
-	id, err := newID()
-	if err != nil {
-		return "", err
-	}
-	return "msg_" + id, nil
-}
-
 // queueLink stores a new token of kind for u and queues the message
 // carrying its link, in one transaction. link builds the URL from the
 // token. The per-address limit is taken first: over it, nothing is
@@ -191,33 +182,56 @@ func (iss *Issuer) queueLink(ctx context.Context, kind mail.Kind, u User, link f
 		iss.log.Info("mail not queued: per-address limit reached", "type", string(kind), "user_id", u.ID)
 		return nil
 	}
-	tok, hash, err := newLinkToken()
-	if err != nil {
-		return err
-	}
-	id, err := newOutboxID()
-	if err != nil {
-		return err
-	}
-	now := iss.now().UTC().Truncate(timeUnit)
 	ttl := iss.rec.resetTTL
 	if kind == mail.EmailVerification {
 		ttl = iss.rec.verifyTTL
 	}
+	if _, err := QueueLink(ctx, iss.store, iss.rec.seal, kind, u, link, ttl, iss.now()); err != nil {
+		return err
+	}
+	iss.rec.queued(kind)
+	return nil
+}
+
+// QueueLink stores a new token of kind for u (replacing the user's older
+// ones of that kind) and queues the sealed message carrying its link, in
+// one transaction; it returns the message's id. link builds the URL from
+// the token. No limit is applied: the issuer takes its own first, and the
+// operator's "outbox retry" is one message.
+func QueueLink(ctx context.Context, store Store, seal Sealer, kind mail.Kind, u User, link func(token string) string, ttl time.Duration, now time.Time) (string, error) {
+	tok, hash, err := newLinkToken()
+	if err != nil {
+		return "", err
+	}
+	id := mail.NewID()
+	now = now.UTC().Truncate(timeUnit)
 	t := RecoveryToken{Hash: hash, Kind: kind, UserID: u.ID, Email: u.Email, ExpiresAt: now.Add(ttl), CreatedAt: now}
-	sealed, err := iss.rec.seal.Seal(id, mail.Message{
+	sealed, err := seal.Seal(id, mail.Message{
 		Kind: kind, To: u.Email, URL: link(tok), TokenExpiresAt: t.ExpiresAt,
 		User: mail.User{ID: u.ID, Email: u.Email, Name: u.Name},
 	})
 	if err != nil {
-		return fmt.Errorf("seal %s message: %w", kind, err)
+		return "", fmt.Errorf("seal %s message: %w", kind, err)
 	}
-	q := mail.Queued{ID: id, Kind: kind, Sealed: sealed, State: "pending", CreatedAt: now, NextAttemptAt: now}
-	if err := iss.store.IssueRecoveryToken(ctx, t, q); err != nil {
-		return fmt.Errorf("queue %s message: %w", kind, err)
+	q := mail.Queued{ID: id, Kind: kind, UserID: u.ID, Sealed: sealed, State: mail.StatePending, CreatedAt: now, NextAttemptAt: now}
+	if err := store.IssueRecoveryToken(ctx, t, q); err != nil {
+		return "", fmt.Errorf("queue %s message: %w", kind, err)
 	}
-	iss.rec.queued(kind)
-	return nil
+	return id, nil
+}
+
+// LinkFor is the link a message of kind carries when nobody chose where
+// it lands: the reset page, or "/" after verification.
+func LinkFor(baseURL string, kind mail.Kind) (func(token string) string, error) {
+	base, err := url.Parse(baseURL)
+	if err != nil || base.Host == "" {
+		return nil, fmt.Errorf("base URL %q is not an absolute URL", baseURL)
+	}
+	origin := base.Scheme + "://" + base.Host
+	if kind == mail.EmailVerification {
+		return func(tok string) string { return verifyURL(origin, "/", tok) }, nil
+	}
+	return func(tok string) string { return resetURL(origin, "", tok) }, nil
 }
 
 // resetLink is the mailed reset URL, Better Auth's shape: callbackURL is
@@ -236,9 +250,11 @@ func (iss *Issuer) verifyLink(callbackURL string) func(string) string {
 	if callbackURL == "" {
 		callbackURL = "/"
 	}
-	return func(tok string) string {
-		return iss.origin + BasePath + "/verify-email?token=" + tok + "&callbackURL=" + url.QueryEscape(callbackURL)
-	}
+	return func(tok string) string { return verifyURL(iss.origin, callbackURL, tok) }
+}
+
+func verifyURL(origin, callbackURL, tok string) string {
+	return origin + BasePath + "/verify-email?token=" + tok + "&callbackURL=" + url.QueryEscape(callbackURL)
 }
 
 // ResetLink makes a password-reset link for the user with email without
@@ -270,37 +286,10 @@ func ResetLink(ctx context.Context, store Store, baseURL, email string, ttl time
 // every address alike, at once: the lookup and the queueing run after the
 // answer, so its timing says nothing about the account either.
 func (iss *Issuer) requestPasswordReset(w http.ResponseWriter, r *http.Request) *apiError {
-	if ok, wait := iss.mailIP.allow(iss.clientIP(r)); !ok {
-		return tooMany(w, wait)
-	}
-	if apiErr := iss.cookieOrigin(r); apiErr != nil {
-		return apiErr
-	}
-	f, apiErr := readFields(w, r, iss.bodyBytes, false)
+	email, redirectTo, apiErr := iss.mailRequest(w, r, "redirectTo", errResetDisabled, errInvalidRedirect)
 	if apiErr != nil {
 		return apiErr
 	}
-	email, hasEmail := f.str("email", true)
-	redirectTo, hasRedirect := "", false
-	if raw, ok := f.m["redirectTo"]; ok && string(raw) != "null" {
-		if jsonKind(raw) != "string" {
-			return errBadRequest("VALIDATION_ERROR", "Invalid redirectURL: expected a string")
-		}
-		redirectTo, hasRedirect = f.str("redirectTo", false)
-	}
-	if hasEmail && !validEmail(email) {
-		f.fail("email", "Invalid email address")
-	}
-	if apiErr := f.err(); apiErr != nil {
-		return apiErr
-	}
-	if !iss.rec.on {
-		return errResetDisabled
-	}
-	if hasRedirect && !iss.safeRedirect(redirectTo) {
-		return errInvalidRedirect
-	}
-	email = strings.ToLower(email)
 	if !iss.rec.intake.run(r.Context(), func(ctx context.Context) {
 		u, _, err := iss.store.CredentialByEmail(ctx, email)
 		if errors.Is(err, ErrNotFound) {
@@ -326,6 +315,42 @@ func (iss *Issuer) requestPasswordReset(w http.ResponseWriter, r *http.Request) 
 		Message string `json:"message"`
 	}{true, "If this email exists in our system, check your email for the reset link"})
 	return nil
+}
+
+// mailRequest reads and checks what both mail-sending endpoints take, in
+// Better Auth's order: the per-IP limit, the origin of a cookie-bearing
+// request, the body {email, <target>?}, whether mail is on (disabled),
+// and the redirect target (invalid). email comes back lower-cased.
+func (iss *Issuer) mailRequest(w http.ResponseWriter, r *http.Request, target string, disabled, invalid *apiError) (email, to string, apiErr *apiError) {
+	if ok, wait := iss.mailIP.allow(iss.clientIP(r)); !ok {
+		return "", "", tooMany(w, wait)
+	}
+	if apiErr := iss.cookieOrigin(r); apiErr != nil {
+		return "", "", apiErr
+	}
+	f, apiErr := readFields(w, r, iss.bodyBytes, false)
+	if apiErr != nil {
+		return "", "", apiErr
+	}
+	email, hasEmail := f.str("email", true)
+	if raw, ok := f.m[target]; ok && string(raw) != "null" && jsonKind(raw) != "string" && target == "redirectTo" {
+		// Better Auth's own words for this one, ahead of the schema's.
+		return "", "", errBadRequest("VALIDATION_ERROR", "Invalid redirectURL: expected a string")
+	}
+	to, _ = f.str(target, false)
+	if hasEmail && !validEmail(email) {
+		f.fail("email", "Invalid email address")
+	}
+	if apiErr := f.err(); apiErr != nil {
+		return "", "", apiErr
+	}
+	if !iss.rec.on {
+		return "", "", disabled
+	}
+	if !iss.safeRedirect(to) {
+		return "", "", invalid
+	}
+	return strings.ToLower(email), to, nil
 }
 
 // resetPasswordCallback is where a mailed reset link lands: it checks the
@@ -482,31 +507,10 @@ func (iss *Issuer) applyReset(w http.ResponseWriter, r *http.Request, tok, passw
 // about that user (EMAIL_MISMATCH, EMAIL_ALREADY_VERIFIED); without one,
 // every address gets the same answer at once and the work runs after it.
 func (iss *Issuer) sendVerificationEmail(w http.ResponseWriter, r *http.Request) *apiError {
-	if ok, wait := iss.mailIP.allow(iss.clientIP(r)); !ok {
-		return tooMany(w, wait)
-	}
-	if apiErr := iss.cookieOrigin(r); apiErr != nil {
-		return apiErr
-	}
-	f, apiErr := readFields(w, r, iss.bodyBytes, false)
+	email, callback, apiErr := iss.mailRequest(w, r, "callbackURL", errVerificationDisabled, errInvalidCallback)
 	if apiErr != nil {
 		return apiErr
 	}
-	email, hasEmail := f.str("email", true)
-	callback, hasCallback := f.str("callbackURL", false)
-	if hasEmail && !validEmail(email) {
-		f.fail("email", "Invalid email address")
-	}
-	if apiErr := f.err(); apiErr != nil {
-		return apiErr
-	}
-	if !iss.rec.on {
-		return errVerificationDisabled
-	}
-	if hasCallback && !iss.safeRedirect(callback) {
-		return errInvalidCallback
-	}
-	email = strings.ToLower(email)
 	_, su, found, _, err := iss.lookup(r.Context(), r, true)
 	if err != nil {
 		return storeErr(err)

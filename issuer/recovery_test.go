@@ -318,6 +318,10 @@ func TestRedirectTargetsRefused(t *testing.T) {
 			if r.status != 403 || r.code(t) != "INVALID_CALLBACK_URL" {
 				t.Errorf("verify-email: got %d %s, want 403 INVALID_CALLBACK_URL", r.status, r.body)
 			}
+			r = e.postJSON("/api/auth/sign-in/email", map[string]any{"email": "alice@example.com", "password": "password-1", "callbackURL": target})
+			if r.status != 403 || r.code(t) != "INVALID_CALLBACK_URL" || r.header.Get("Location") != "" {
+				t.Errorf("sign-in: got %d %s, want 403 INVALID_CALLBACK_URL", r.status, r.body)
+			}
 			r = e.postJSON("/api/auth/sign-up/email", map[string]any{"name": "x", "email": "x@example.com", "password": "password-1", "callbackURL": target})
 			if r.status != 403 || r.code(t) != "INVALID_CALLBACK_URL" {
 				t.Errorf("sign-up: got %d %s, want 403 INVALID_CALLBACK_URL", r.status, r.body)

@@ -16,6 +16,7 @@ type memQueue struct {
 	rows map[string]*memRow
 
 	acks, fails int
+	releases    int
 	failCalls   []failCall
 }
 
@@ -124,6 +125,18 @@ func (q *memQueue) FailOutbox(ctx context.Context, id, owner string, next time.T
 	if dead {
 		r.State, r.Sealed = StateDead, nil
 	}
+	return nil
+}
+
+func (q *memQueue) ReleaseOutbox(ctx context.Context, id, owner string) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	r := q.rows[id]
+	if r == nil || r.owner != owner || r.State != StatePending {
+		return ErrLeaseLost
+	}
+	q.releases++
+	r.owner = ""
 	return nil
 }
 

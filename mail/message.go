@@ -45,6 +45,7 @@ type Message struct {
 type Queued struct {
 	ID            string // "msg_" + 26 random base32 chars; also the webhook-id
 	Kind          Kind
+	UserID        string // who it is for (a new link replaces a dead one)
 	Sealed        []byte // nil once delivered or dead
 	State         string // "pending" | "delivered" | "dead"
 	Attempts      int
@@ -84,6 +85,10 @@ type Queue interface {
 	FailOutbox(ctx context.Context, id, owner string, next time.Time, lastErr string, dead bool, now time.Time) error
 	// OldestPending is the created_at of the oldest pending row; ok false when none.
 	OldestPending(ctx context.Context) (t time.Time, ok bool, err error)
+	// ReleaseOutbox gives back a row owner claimed but did not try to
+	// send: the lease cleared, no attempt counted, due as before.
+	// ErrLeaseLost as above.
+	ReleaseOutbox(ctx context.Context, id, owner string) error
 }
 
 // ErrLeaseLost is returned by AckOutbox and FailOutbox when owner no longer

@@ -232,6 +232,10 @@ func (w *Worker) pollOnce(ctx context.Context) (full bool) {
 	leaseEnd := claimed.Add(w.lease)
 	for i, q := range rows {
 		if ctx.Err() != nil {
+			// Stopping: what was claimed and not tried goes back now, not
+			// when the lease ends (a restart, or another replica, sends it
+			// at once).
+			w.release(ctx, rows[i:])
 			return false
 		}
 		// Start a send only if it can end, and its outcome be stored,
@@ -243,6 +247,18 @@ func (w *Worker) pollOnce(ctx context.Context) (full bool) {
 		w.deliver(ctx, q)
 	}
 	return len(rows) == w.batch
+}
+
+// release gives back claimed rows that were not tried, detached from the
+// ending ctx and bounded like any write-back.
+func (w *Worker) release(ctx context.Context, rows []Queued) {
+	storeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.storeTimeout)
+	defer cancel()
+	for _, q := range rows {
+		if err := w.q.ReleaseOutbox(storeCtx, q.ID, w.owner); err != nil && !errors.Is(err, ErrLeaseLost) {
+			w.log.Warn("mail row not released at stop: it waits for its lease to end", "id", q.ID, "err", err)
+		}
+	}
 }
 
 func (w *Worker) updateOldest(ctx context.Context) {

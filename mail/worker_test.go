@@ -556,6 +556,52 @@ func TestWorkerGracefulStop(t *testing.T) {
 	}
 }
 
+// TestWorkerStopReleasesTheRestOfTheBatch: rows claimed with the one in
+// flight but not tried go back at the stop, due at once and with no
+// attempt counted, instead of staying leased until the lease ends.
+func TestWorkerStopReleasesTheRestOfTheBatch(t *testing.T) {
+	q := newMemQueue()
+	box := mustBox(t, testSecret)
+	var ids []string
+	for range 3 {
+		ids = append(ids, q.add(t, box, sampleMessage(PasswordReset), time.Now().Add(-time.Second)))
+	}
+	inSend, release := make(chan struct{}), make(chan struct{})
+	var sent atomic.Int32
+	sender := sendFunc(func(ctx context.Context, m Message, id string) error {
+		if sent.Add(1) == 1 {
+			close(inSend)
+			<-release
+		}
+		return nil
+	})
+	w, _, _ := testWorker(t, WorkerOptions{Queue: q, Sender: sender, Batch: 3})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	<-inSend
+	cancel()
+	close(release)
+	<-done
+	if n := sent.Load(); n != 1 {
+		t.Fatalf("%d sends after the stop began, want only the one in flight", n)
+	}
+	delivered, released := 0, 0
+	for _, id := range ids {
+		switch r := q.row(id); {
+		case r.State == StateDelivered:
+			delivered++
+		case r.State == StatePending && r.owner == "" && r.Attempts == 0:
+			released++
+		default:
+			t.Errorf("row %s: state %s, owner %q, attempts %d", id, r.State, r.owner, r.Attempts)
+		}
+	}
+	if delivered != 1 || released != 2 || q.releases != 2 {
+		t.Errorf("delivered %d, released %d (%d release calls); want 1 and 2", delivered, released, q.releases)
+	}
+}
+
 // TestWorkerStopWaitsAtMostSendTimeout: a send that never returns by
 // itself holds the stop for SendTimeout, then counts as a failed attempt.
 func TestWorkerStopWaitsAtMostSendTimeout(t *testing.T) {

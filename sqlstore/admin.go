@@ -29,6 +29,19 @@ func (db *DB) UserByEmail(ctx context.Context, email string) (issuer.User, error
 	return u, nil
 }
 
+// UserByID returns the user with that id.
+func (db *DB) UserByID(ctx context.Context, id string) (issuer.User, error) {
+	db.observe(ctx, "user_by_id")
+	u, err := scanUser(db.queryRow(ctx, `SELECT `+userColumns+` FROM "user" u WHERE u.id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return issuer.User{}, issuer.ErrNotFound
+	}
+	if err != nil {
+		return issuer.User{}, fmt.Errorf("user by id: %w", err)
+	}
+	return u, nil
+}
+
 // Users returns every user, oldest first, with its sessions still live at
 // now.
 func (db *DB) Users(ctx context.Context, now time.Time) ([]issuer.UserSummary, error) {

@@ -345,6 +345,36 @@ func testListOutbox(t *testing.T, db *sqlstore.DB, _ env) {
 // testRetryOutbox: a pending row is made due now with no attempts; a
 // dead or delivered row, whose payload is gone, is not (false), and stays
 // as it was.
+// testReleaseOutbox: a released row is claimable at once by anyone, with
+// no attempt counted and its payload and user kept; only its owner may
+// release it, and only while it is pending.
+func testReleaseOutbox(t *testing.T, db *sqlstore.DB, _ env) {
+	ctx := context.Background()
+	msgs := queue(t, db, 2)
+	now := t0.Add(time.Hour)
+	got := mustClaim(t, db, "a", 2, time.Minute, now)
+	if len(got) != 2 || got[0].UserID != "u1" {
+		t.Fatalf("claimed %+v, want both rows with their user", got)
+	}
+	if err := db.ReleaseOutbox(ctx, msgs[0].ID, "b"); !errors.Is(err, mail.ErrLeaseLost) {
+		t.Errorf("release by a stranger: %v, want ErrLeaseLost", err)
+	}
+	if err := db.ReleaseOutbox(ctx, msgs[0].ID, "a"); err != nil {
+		t.Fatalf("release: %v", err)
+	}
+	// Within a's lease, b claims the released row and only that one.
+	again := mustClaim(t, db, "b", 2, time.Minute, now.Add(time.Second))
+	if len(again) != 1 || again[0].ID != msgs[0].ID || again[0].Attempts != 0 || len(again[0].Sealed) == 0 {
+		t.Fatalf("after release: claimed %+v, want the released row, untried, with its payload", again)
+	}
+	if err := db.AckOutbox(ctx, msgs[1].ID, "a", now); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.ReleaseOutbox(ctx, msgs[1].ID, "a"); !errors.Is(err, mail.ErrLeaseLost) {
+		t.Errorf("release of a delivered row: %v, want ErrLeaseLost", err)
+	}
+}
+
 func testRetryOutbox(t *testing.T, db *sqlstore.DB, _ env) {
 	ctx := context.Background()
 	msgs := queue(t, db, 3)

@@ -75,7 +75,7 @@ func issueToken(t *testing.T, db *sqlstore.DB, kind mail.Kind, userID, email str
 	is := issued{
 		text: text,
 		tok:  issuer.RecoveryToken{Hash: hash, Kind: kind, UserID: userID, Email: email, ExpiresAt: at.Add(ttl), CreatedAt: at},
-		msg:  mail.Queued{ID: newMsgID(), Kind: kind, Sealed: sealed, CreatedAt: at},
+		msg:  mail.Queued{ID: newMsgID(), Kind: kind, UserID: userID, Sealed: sealed, CreatedAt: at},
 	}
 	if err := db.IssueRecoveryToken(context.Background(), is.tok, is.msg); err != nil {
 		t.Fatalf("issue %s for %s: %v", kind, userID, err)

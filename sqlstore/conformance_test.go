@@ -73,6 +73,7 @@ var conformanceCases = []struct {
 	{"OldestPending", testOldestPending},
 	{"ListOutbox", testListOutbox},
 	{"RetryOutbox", testRetryOutbox},
+	{"ReleaseOutbox", testReleaseOutbox},
 	{"OutboxSweep", testOutboxSweep},
 
 	{"ExportImportRoundTrip", testExportImportRoundTrip},

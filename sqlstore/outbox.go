@@ -41,16 +41,16 @@ const (
 // not ours to store in full, however long it is.
 const maxLastError = 1000
 
-const queuedColumns = `id, kind, payload, state, attempts, created_at, next_attempt_at, last_error, delivered_at`
+const queuedColumns = `id, kind, user_id, payload, state, attempts, created_at, next_attempt_at, last_error, delivered_at`
 
 func scanQueued(sc interface{ Scan(...any) error }, withPayload bool) (mail.Queued, error) {
 	var q mail.Queued
 	var kind string
 	var created, next int64
 	var delivered sql.NullInt64
-	dest := []any{&q.ID, &kind, &q.Sealed, &q.State, &q.Attempts, &created, &next, &q.LastError, &delivered}
+	dest := []any{&q.ID, &kind, &q.UserID, &q.Sealed, &q.State, &q.Attempts, &created, &next, &q.LastError, &delivered}
 	if !withPayload {
-		dest = slices.Delete(dest, 2, 3)
+		dest = slices.Delete(dest, 3, 4)
 	}
 	if err := sc.Scan(dest...); err != nil {
 		return mail.Queued{}, err
@@ -70,9 +70,9 @@ func insertOutbox(ctx context.Context, ex execer, q mail.Queued) error {
 		payload = q.Sealed
 	}
 	_, err := ex.exec(ctx,
-		`INSERT INTO outbox (id, kind, payload, state, attempts, created_at, next_attempt_at, last_error, delivered_at)
-		 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		q.ID, string(q.Kind), payload, q.State, q.Attempts, ms(q.CreatedAt), ms(q.NextAttemptAt), cleanLastError(q.LastError), nullMS(q.DeliveredAt))
+		`INSERT INTO outbox (id, kind, user_id, payload, state, attempts, created_at, next_attempt_at, last_error, delivered_at)
+		 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		q.ID, string(q.Kind), q.UserID, payload, q.State, q.Attempts, ms(q.CreatedAt), ms(q.NextAttemptAt), cleanLastError(q.LastError), nullMS(q.DeliveredAt))
 	if err != nil {
 		return fmt.Errorf("insert outbox %s: %w", q.ID, err)
 	}
@@ -175,6 +175,17 @@ func (db *DB) FailOutbox(ctx context.Context, id, owner string, next time.Time, 
 	return leaseResult(res, err, "fail outbox", id)
 }
 
+// ReleaseOutbox gives a claimed row back, due at once, without counting
+// an attempt: a worker stopping with rows it has not sent hands them to
+// the next claim instead of leaving them leased until the lease ends.
+// mail.ErrLeaseLost when the row is not owner's pending claim.
+func (db *DB) ReleaseOutbox(ctx context.Context, id, owner string) error {
+	db.observe(ctx, "release_outbox")
+	res, err := db.exec(ctx,
+		`UPDATE outbox SET lease_owner = NULL, lease_until = NULL WHERE id = ? AND state = 'pending' AND lease_owner = ?`, id, owner)
+	return leaseResult(res, err, "release outbox", id)
+}
+
 func leaseResult(res sql.Result, err error, op, id string) error {
 	if err != nil {
 		return fmt.Errorf("%s %s: %w", op, id, err)
@@ -220,7 +231,7 @@ func (db *DB) OldestPending(ctx context.Context) (t time.Time, ok bool, err erro
 // their payload: Sealed is always nil.
 func (db *DB) ListOutbox(ctx context.Context, state string) ([]mail.Queued, error) {
 	db.observe(ctx, "list_outbox")
-	q := `SELECT id, kind, state, attempts, created_at, next_attempt_at, last_error, delivered_at FROM outbox`
+	q := `SELECT id, kind, user_id, state, attempts, created_at, next_attempt_at, last_error, delivered_at FROM outbox`
 	var args []any
 	switch state {
 	case "":

@@ -155,6 +155,7 @@ func TestAdminGrammar(t *testing.T) {
 func TestAdminHelp(t *testing.T) {
 	needsSecret := map[string]bool{
 		"serve": true, "check": true, "keys list": true, "keys rotate": true, "users set-password": true,
+		"outbox retry": true,
 	}
 	var paths []string
 	for _, c := range commands {

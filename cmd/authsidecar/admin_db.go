@@ -54,8 +54,9 @@ func cmdDBCopy(ctx context.Context, e *cliEnv, args []string) error {
 	if err := dst.db.Import(ctx, snap); err != nil {
 		return fmt.Errorf("target %s: %w (nothing was copied)", dst.db, err)
 	}
-	fmt.Fprintf(e.stdout, "copied %s to %s: %s, %s, %s, %s, %s\n", src.db, dst.db,
+	fmt.Fprintf(e.stdout, "copied %s to %s: %s, %s, %s, %s, %s, %s, %s\n", src.db, dst.db,
 		plural(len(snap.Users), "user"), plural(len(snap.Accounts), "account"), plural(len(snap.Sessions), "session"),
-		plural(len(snap.Keys), "signing key"), plural(len(snap.Roles), "role"))
+		plural(len(snap.Keys), "signing key"), plural(len(snap.Roles), "role"),
+		plural(len(snap.RecoveryTokens), "recovery token"), plural(len(snap.Outbox), "outbox message"))
 	return nil
 }

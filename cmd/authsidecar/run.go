@@ -79,12 +79,14 @@ var commands = []command{
 	}},
 	{name: "outbox", summary: "show and re-queue password-reset and verification mails", subs: []command{
 		{name: "list", args: "[pending|delivered|dead]", maxArgs: 1, summary: "list queued, delivered and dead messages (never their content)", run: cmdOutboxList},
+		{name: "retry", args: "ID", minArgs: 1, maxArgs: 1, summary: "send message ID again: a pending one now, a dead one as a new link for the same user", secret: true, run: cmdOutboxRetry,
+			detail: "A dead message's link was deleted with it (the database never keeps a usable link), so\nretrying it makes a new link of the same kind for the same user, queued as a new\nmessage; the user's older links of that kind stop working. A running sidecar sends it\nat its next poll (within 5 s)."},
 	}},
 	{name: "db", summary: "database maintenance", subs: []command{
 		{name: "backup", args: "FILE", minArgs: 1, maxArgs: 1, summary: "copy the live SQLite database to FILE (VACUUM INTO), safe while serving", run: cmdDBBackup,
 			detail: "FILE must not exist; it is created with mode 0600. SQLite only: back PostgreSQL up with\n" +
 				"pg_dump (pg_dump -Fc \"$DATABASE_URL\" > authsidecar.dump), which is also safe while serving."},
-		{name: "copy", args: "SOURCE-CONFIG", minArgs: 1, maxArgs: 1, summary: "copy users, sessions, keys and roles from SOURCE-CONFIG's database into -config's empty one", run: cmdDBCopy,
+		{name: "copy", args: "SOURCE-CONFIG", minArgs: 1, maxArgs: 1, summary: "copy users, sessions, keys, roles, recovery tokens and the outbox from SOURCE-CONFIG's database into -config's empty one", run: cmdDBCopy,
 			detail: "The move from SQLite to PostgreSQL: authsidecar db copy -config postgres.yaml sqlite.yaml\n" +
 				"The target must be empty (a missing SQLite target file is created); everything is\n" +
 				"copied in one transaction, or nothing. Signing keys are copied sealed: both configs must\n" +

@@ -30,6 +30,9 @@ CREATE INDEX recovery_token_expires_at ON recovery_token(expires_at);
 CREATE TABLE outbox (
 	id              TEXT PRIMARY KEY,
 	kind            TEXT NOT NULL,
+	-- who the message is for, so a dead one can be replaced by a new link
+	-- ("outbox retry"); not a reference: the row outlives a deleted user.
+	user_id         TEXT NOT NULL DEFAULT '',
 	payload         BYTEA,
 	state           TEXT NOT NULL CHECK (state IN ('pending', 'delivered', 'dead')),
 	attempts        INTEGER NOT NULL DEFAULT 0,
