@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/authsidecar/authsidecar/mail"
@@ -96,7 +97,7 @@ func newRecovery(o RecoveryOptions) *recovery {
 		sendOnLogin: o.SendOnSignin,
 		revoke:      !o.KeepSessionsOnReset,
 		resetPage:   o.ResetPage,
-		intake:      newIntake(64),
+		intake:      newIntake(intakeBacklog, intakeWorkers),
 	}
 	if rc.queued == nil {
 		rc.queued = func(mail.Kind) {}
@@ -106,29 +107,44 @@ func newRecovery(o RecoveryOptions) *recovery {
 
 // intake runs the work behind a request whose answer must not depend on
 // it (does this address have an account?) after the answer is sent, so
-// known and unknown addresses are answered in the same time. It is
-// bounded: when full, callers get 503 whatever the address.
+// known and unknown addresses are answered in the same time. Jobs wait in
+// a bounded backlog and run a few at a time: the store serializes writes
+// anyway, and a flood must not become thousands of concurrent
+// transactions. When the backlog is full, callers get 503 whatever the
+// address.
 type intake struct {
-	slots chan struct{}
-	wg    sync.WaitGroup
+	queued  atomic.Int64
+	backlog int64
+	running chan struct{} // one token per job running now
+	wg      sync.WaitGroup
 }
 
-func newIntake(n int) *intake { return &intake{slots: make(chan struct{}, n)} }
+// Intake sizes: the backlog absorbs a burst (per-IP limits keep one
+// client far below it); the workers are enough to keep a store busy.
+const (
+	intakeBacklog = 4096
+	intakeWorkers = 4
+)
 
-// intakeTimeout bounds one detached piece of work.
+func newIntake(backlog, workers int) *intake {
+	return &intake{backlog: int64(backlog), running: make(chan struct{}, workers)}
+}
+
+// intakeTimeout bounds one job once it runs.
 const intakeTimeout = 15 * time.Second
 
-// run starts f detached from the request; false when no slot is free.
+// run queues f, detached from the request; false when the backlog is full.
 func (in *intake) run(ctx context.Context, f func(context.Context)) bool {
-	select {
-	case in.slots <- struct{}{}:
-	default:
+	if in.queued.Add(1) > in.backlog {
+		in.queued.Add(-1)
 		return false
 	}
 	in.wg.Add(1)
 	go func() {
 		defer in.wg.Done()
-		defer func() { <-in.slots }()
+		defer in.queued.Add(-1)
+		in.running <- struct{}{}
+		defer func() { <-in.running }()
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), intakeTimeout)
 		defer cancel()
 		f(ctx)
