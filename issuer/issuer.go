@@ -348,7 +348,7 @@ func (iss *Issuer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// nor Sec-Fetch-Site).
 	var apiErr *apiError
 	if err := iss.csrf.Check(r); err != nil {
-		iss.log.Info("cross-origin request refused", "path", r.URL.Path, "origin", r.Header.Get("Origin"), "sec_fetch_site", r.Header.Get("Sec-Fetch-Site"))
+		iss.log.Info("cross-origin request refused", "path", logPath(r.URL.Path), "origin", r.Header.Get("Origin"), "sec_fetch_site", r.Header.Get("Sec-Fetch-Site"))
 		apiErr = errInvalidOrigin
 	} else {
 		apiErr = h(w, r)
@@ -374,12 +374,21 @@ func (iss *Issuer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// logPath keeps a reset link's token out of log lines: opening the link
+// does not spend it.
+func logPath(p string) string {
+	if tok, ok := strings.CutPrefix(p, BasePath+"/reset-password/"); ok && tok != "" {
+		return BasePath + "/reset-password/[token]"
+	}
+	return p
+}
+
 func (iss *Issuer) fail(w http.ResponseWriter, r *http.Request, e *apiError) {
 	if e == errBusy {
 		// Overload, answered: a warning, not an error per request.
-		iss.log.Warn("password hashing busy until the request deadline; answered 503", "path", r.URL.Path)
+		iss.log.Warn("password hashing busy until the request deadline; answered 503", "path", logPath(r.URL.Path))
 	} else if e.cause != nil {
-		iss.log.Error("auth request failed", "path", r.URL.Path, "code", e.code, "error", e.cause.Error())
+		iss.log.Error("auth request failed", "path", logPath(r.URL.Path), "code", e.code, "error", e.cause.Error())
 	}
 	WriteError(w, e.status, e.code, e.message)
 }

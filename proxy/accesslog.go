@@ -5,9 +5,27 @@ import (
 	"io"
 	"log/slog"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
+
+// secretPathPrefixes are paths whose next segment is a credential: the
+// issuer's password-reset links carry their token there
+// (/api/auth/reset-password/{token}), and opening the link does not spend
+// it, so a log line with it would be a working reset.
+var secretPathPrefixes = []string{"/api/auth/reset-password/"}
+
+// LogPath is p as a log line may hold it: the segment after a
+// secret-bearing prefix is replaced by "[token]".
+func LogPath(p string) string {
+	for _, pre := range secretPathPrefixes {
+		if len(p) > len(pre) && strings.EqualFold(p[:len(pre)], pre) {
+			return p[:len(pre)] + "[token]"
+		}
+	}
+	return p
+}
 
 // AccessEntry is one finished request as the access log records it. It
 // never holds a token, a cookie or a query string (the query may carry

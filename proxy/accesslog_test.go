@@ -82,3 +82,20 @@ func TestSlogAccessLogHonoursLevel(t *testing.T) {
 		t.Fatalf("wrote %q above info level", buf.String())
 	}
 }
+
+func TestLogPath(t *testing.T) {
+	for in, want := range map[string]string{
+		"/api/auth/reset-password/abcDEF_-123": "/api/auth/reset-password/[token]",
+		"/api/auth/reset-password/abc/def":     "/api/auth/reset-password/[token]",
+		"/API/AUTH/reset-password/abc":         "/API/AUTH/reset-password/[token]",
+		"/api/auth/reset-password/":            "/api/auth/reset-password/",
+		"/api/auth/reset-password":             "/api/auth/reset-password",
+		"/api/auth/reset-password-page":        "/api/auth/reset-password-page",
+		"/api/tasks/reset-password/abc":        "/api/tasks/reset-password/abc",
+		"/api/auth/sign-in/email":              "/api/auth/sign-in/email",
+	} {
+		if got := LogPath(in); got != want {
+			t.Errorf("LogPath(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

@@ -39,7 +39,7 @@ func Recover(log *slog.Logger) Middleware {
 				if err, ok := v.(error); ok && errors.Is(err, http.ErrAbortHandler) {
 					panic(v)
 				}
-				log.Error("panic serving request", "panic", v, "path", r.URL.EscapedPath())
+				log.Error("panic serving request", "panic", v, "path", LogPath(r.URL.EscapedPath()))
 				writeError(w, http.StatusInternalServerError, "INTERNAL_SERVER_ERROR", "Internal server error")
 			}()
 			next.ServeHTTP(w, r)
@@ -130,6 +130,7 @@ func Observe(m *Metrics, access AccessLog) Middleware {
 			if path == "" {
 				path = r.URL.EscapedPath()
 			}
+			path = LogPath(path)
 			if len(path) > 256 {
 				path = path[:256]
 			}
