@@ -94,7 +94,7 @@ func TestLogPath(t *testing.T) {
 		"/api/tasks/reset-password/abc":        "/api/tasks/reset-password/abc",
 		"/api/auth/sign-in/email":              "/api/auth/sign-in/email",
 	} {
-		if got := LogPath(in); got != want {
+		if got := proxy.LogPath(in); got != want {
 			t.Errorf("LogPath(%q) = %q, want %q", in, got, want)
 		}
 	}
