@@ -275,7 +275,8 @@ type Limits struct {
 	// deliberately expensive; excess requests wait. Default 0, meaning
 	// GOMAXPROCS. Must not be negative.
 	PasswordHashConcurrency int `yaml:"password_hash_concurrency"`
-	// MailPerEmail limits reset and verification mails per address, counted
+	// MailPerEmail limits reset mails, and separately verification mails,
+	// per address (each type its own budget), counted
 	// in the database so it holds across replicas. Over it the answer does
 	// not change (200) and no mail is queued, for known and unknown
 	// addresses alike. Default "3/h". Zero: off.

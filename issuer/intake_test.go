@@ -65,3 +65,22 @@ func TestIntakeOutlivesTheRequest(t *testing.T) {
 		t.Errorf("job's context ended with the request's: %v", err)
 	}
 }
+
+// TestDrainClosesTheIntake: after Drain, work is refused (the handler
+// answers 503) instead of racing the wait.
+func TestDrainClosesTheIntake(t *testing.T) {
+	iss := &Issuer{rec: &recovery{intake: newIntake(4, 1)}}
+	ran := make(chan struct{})
+	if !iss.rec.intake.run(context.Background(), func(context.Context) { close(ran) }) {
+		t.Fatal("refused before Drain")
+	}
+	iss.Drain()
+	select {
+	case <-ran:
+	default:
+		t.Fatal("Drain returned before the queued job ran")
+	}
+	if iss.rec.intake.run(context.Background(), func(context.Context) {}) {
+		t.Fatal("accepted after Drain")
+	}
+}

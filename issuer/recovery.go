@@ -116,6 +116,8 @@ type intake struct {
 	queued  atomic.Int64
 	backlog int64
 	running chan struct{} // one token per job running now
+	mu      sync.Mutex    // orders run's wg.Add before close's wg.Wait
+	closed  bool
 	wg      sync.WaitGroup
 }
 
@@ -135,8 +137,12 @@ const intakeTimeout = 15 * time.Second
 
 // run queues f, detached from the request; false when the backlog is full.
 func (in *intake) run(ctx context.Context, f func(context.Context)) bool {
-	if in.queued.Add(1) > in.backlog {
-		in.queued.Add(-1)
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if in.closed || in.queued.Add(1) > in.backlog {
+		if !in.closed {
+			in.queued.Add(-1)
+		}
 		return false
 	}
 	in.wg.Add(1)
@@ -152,10 +158,26 @@ func (in *intake) run(ctx context.Context, f func(context.Context)) bool {
 	return true
 }
 
-// Wait returns once the work started after answered requests (queueing
-// reset and verification mail) has finished: call it after the server
-// has stopped accepting requests and before closing the store.
-func (iss *Issuer) Wait() { iss.rec.intake.wg.Wait() }
+// Wait returns once the work queued after answered requests (reset and
+// verification mail) has finished. Requests may still be arriving: work
+// they queue meanwhile may or may not be waited for.
+func (iss *Issuer) Wait() {
+	in := iss.rec.intake
+	in.mu.Lock() // no run between reading the count and waiting
+	defer in.mu.Unlock()
+	in.wg.Wait()
+}
+
+// Drain stops taking such work and waits for what was queued: call it
+// once the server has stopped, before closing the store. A request still
+// running past the shutdown grace then gets 503.
+func (iss *Issuer) Drain() {
+	in := iss.rec.intake
+	in.mu.Lock()
+	in.closed = true
+	in.mu.Unlock()
+	in.wg.Wait()
+}
 
 var (
 	errResetDisabled        = errBadRequest("RESET_PASSWORD_DISABLED", "Reset password isn't enabled")
@@ -192,7 +214,7 @@ func hashToken(tok string) [32]byte { return sha256.Sum256([]byte(tok)) }
 // token. The per-address limit is taken first: over it, nothing is
 // queued and nothing is said (the caller answers as if it were).
 func (iss *Issuer) queueLink(ctx context.Context, kind mail.Kind, u User, link func(token string) string) error {
-	if ok, _, err := iss.mailAddr.allow(ctx, u.Email); err != nil {
+	if ok, _, err := iss.mailBudget(ctx, kind, u.Email); err != nil {
 		return err
 	} else if !ok {
 		iss.log.Info("mail not queued: per-address limit reached", "type", string(kind), "user_id", u.ID)
@@ -207,6 +229,13 @@ func (iss *Issuer) queueLink(ctx context.Context, kind mail.Kind, u User, link f
 	}
 	iss.rec.queued(kind)
 	return nil
+}
+
+// mailBudget takes one mail of kind to email from the per-address limit.
+// Each kind has its own budget: verification requests, which anyone may
+// make for any address, must not use up the budget of password resets.
+func (iss *Issuer) mailBudget(ctx context.Context, kind mail.Kind, email string) (bool, time.Duration, error) {
+	return iss.mailAddr.allow(ctx, string(kind)+":"+email)
 }
 
 // QueueLink stores a new token of kind for u (replacing the user's older
@@ -311,7 +340,7 @@ func (iss *Issuer) requestPasswordReset(w http.ResponseWriter, r *http.Request) 
 		if errors.Is(err, ErrNotFound) {
 			// Spend the per-address budget all the same: a limit that
 			// only counted known addresses would tell them apart.
-			if _, _, err := iss.mailAddr.allow(ctx, email); err != nil {
+			if _, _, err := iss.mailBudget(ctx, mail.PasswordReset, email); err != nil {
 				iss.log.Error("password reset: rate limit", "error", err.Error())
 			}
 			return
@@ -545,7 +574,7 @@ func (iss *Issuer) sendVerificationEmail(w http.ResponseWriter, r *http.Request)
 		u, _, err := iss.store.CredentialByEmail(ctx, email)
 		switch {
 		case errors.Is(err, ErrNotFound) || (err == nil && u.EmailVerified):
-			if _, _, err := iss.mailAddr.allow(ctx, email); err != nil {
+			if _, _, err := iss.mailBudget(ctx, mail.EmailVerification, email); err != nil {
 				iss.log.Error("verification email: rate limit", "error", err.Error())
 			}
 			return

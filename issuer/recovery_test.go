@@ -556,6 +556,17 @@ func TestRecoveryLimits(t *testing.T) {
 	if r.status != 429 || r.header.Get("Retry-After") == "" || r.header.Get("X-Retry-After") == "" {
 		t.Errorf("per-IP limit: got %d %v, want 429 with Retry-After and X-Retry-After", r.status, r.header)
 	}
+	// The verification budget is its own: spending it (as anyone can, for
+	// any address) leaves the resets alone.
+	e2, rec2 := newRecoveryEnv(t, func(o *issuer.Options) { o.MailPerEmail = issuer.Rate{N: 1, Per: time.Hour} })
+	e2.signUp("bob@example.com", "password-1")
+	for range 3 {
+		e2.postJSON("/api/auth/send-verification-email", map[string]any{"email": "bob@example.com"})
+	}
+	e2.resetToken(rec2, "bob@example.com", "")
+	if n := rec2.count(mail.EmailVerification, "bob@example.com"); n != 1 {
+		t.Errorf("verification mails with a budget of 1/h: %d", n)
+	}
 	for i := 0; i < 3; i++ {
 		e.postJSON("/api/auth/reset-password", map[string]any{"newPassword": "password-2", "token": "guess"})
 	}

@@ -1,6 +1,7 @@
 package issuer
 
 import (
+	"context"
 	"errors"
 
 	"github.com/authsidecar/authsidecar/mail"
@@ -113,9 +114,16 @@ func (iss *Issuer) signUpUnverified(w http.ResponseWriter, r *http.Request, name
 	case err != nil:
 		return storeErr(err)
 	default:
-		if err := iss.queueLink(r.Context(), mail.EmailVerification, u, iss.verifyLink(callback)); err != nil {
-			// The account exists; the user can ask for the link again.
-			iss.log.Error("sign-up: verification mail not queued", "error", err.Error())
+		// After the answer, as for request-password-reset: queueing inline
+		// would make a new address slower to answer than a taken one.
+		// When the backlog is full the link is not sent; the account
+		// exists and the user can ask for the link again.
+		if !iss.rec.intake.run(r.Context(), func(ctx context.Context) {
+			if err := iss.queueLink(ctx, mail.EmailVerification, u, iss.verifyLink(callback)); err != nil {
+				iss.log.Error("sign-up: verification mail not queued", "error", err.Error())
+			}
+		}) {
+			iss.log.Warn("sign-up: verification mail not queued: intake backlog full", "user_id", u.ID)
 		}
 	}
 	writeJSON(w, http.StatusOK, struct {

@@ -219,7 +219,7 @@ func serve(ctx context.Context, cfg config.Config, secret config.Secret, getenv 
 	err = public.Run(ctx)
 	<-hupDone // a reload under way ends before the store closes
 	if st.issuer != nil {
-		st.issuer.Wait() // mail queued after its request was answered
+		st.issuer.Drain() // mail queued after its request was answered
 	}
 	stopMail()
 	<-mailDone
