@@ -488,6 +488,7 @@ func TestRequireEmailVerification(t *testing.T) {
 	if e.count("session") != 0 {
 		t.Error("sign-up made a session")
 	}
+	e.iss.Wait() // the link is queued after the answer
 	tok, cb := verifyToken(t, rec, "alice@example.com")
 	if cb != "/welcome" {
 		t.Errorf("sign-up callbackURL in the link: %q", cb)
@@ -495,6 +496,7 @@ func TestRequireEmailVerification(t *testing.T) {
 	// Signing up again: the same answer, a made-up user, no mail.
 	n := len(rec.all())
 	again := e.postJSON("/api/auth/sign-up/email", map[string]any{"name": "Mallory", "email": "alice@example.com", "password": "password-9"})
+	e.iss.Wait()
 	if again.status != 200 || again.json(t)["token"] != nil || again.json(t)["user"].(map[string]any)["id"] == body["user"].(map[string]any)["id"] {
 		t.Errorf("second sign-up: got %d %s", again.status, again.body)
 	}
