@@ -288,10 +288,14 @@ func (w *Worker) deliver(ctx context.Context, q Queued) {
 		err = fmt.Errorf("payload type %q does not match the row's %q", m.Kind, q.Kind)
 	}
 	if err != nil {
-		// Nothing will ever open it: retrying only delays the alert.
-		// The error names the cause class, never the secret or payload.
-		log.Error("mail payload unreadable: marked dead", "err", err)
-		w.finish(ctx, log, q, typ, err.Error(), true, false)
+		// Another AUTH_SECRET sealed it (replicas mid-rotation, or one
+		// started with the wrong secret) or the row was altered: the two
+		// look alike. Retried like a failed send, so a replica that can
+		// open it may still deliver it; dead after max attempts. The error
+		// names the cause class, never the secret or payload.
+		attempt := q.Attempts + 1
+		log.Error("mail payload unreadable with this process's AUTH_SECRET (another secret sealed it, or the row was altered)", "err", err, "attempt", attempt)
+		w.finish(ctx, log, q, typ, err.Error(), attempt >= w.maxAttempts, true)
 		return
 	}
 	if !m.TokenExpiresAt.IsZero() && !w.now().Before(m.TokenExpiresAt) {

@@ -347,11 +347,15 @@ func TestBackoffBounds(t *testing.T) {
 // TestWorkerUnopenableIsDead: a payload sealed under another secret, or
 // for another row, is dead at once, never sent, and logged without the
 // secret or the payload.
-func TestWorkerUnopenableIsDead(t *testing.T) {
+// TestWorkerUnopenableIsRetriedThenDead: a payload this process cannot
+// open (another AUTH_SECRET, a payload moved from another row, a kind
+// that disagrees) is retried like a failed send, since a replica holding
+// the right secret may still deliver it, and dead after MaxAttempts.
+func TestWorkerUnopenableIsRetriedThenDead(t *testing.T) {
 	clock := newFakeClock()
 	q := newMemQueue()
 	rec := &recorder{}
-	w, reg, logs := testWorker(t, WorkerOptions{Queue: q, Sender: rec, Now: clock.Now})
+	w, reg, logs := testWorker(t, WorkerOptions{Queue: q, Sender: rec, Now: clock.Now, MaxAttempts: 2})
 	other := mustBox(t, "a-rotated-secret-nobody-told-us-about")
 	m := sampleMessage(EmailVerification)
 	wrongSecret := q.add(t, other, m, clock.Now())
@@ -364,11 +368,20 @@ func TestWorkerUnopenableIsDead(t *testing.T) {
 	sealed, _ = mustBox(t, testSecret).Seal(mismatch, m)
 	q.addRaw(Queued{ID: mismatch, Kind: PasswordReset, Sealed: sealed, State: StatePending, CreatedAt: clock.Now(), NextAttemptAt: clock.Now()})
 	run(t, w)
-	eventually(t, "3 rows failed", func() bool { _, f := q.counts(); return f == 3 })
+	eventually(t, "3 rows failed once", func() bool { _, f := q.counts(); return f == 3 })
 	for _, id := range []string{wrongSecret, moved, mismatch} {
 		r := q.row(id)
-		if r.State != StateDead || r.Sealed != nil || r.Attempts != 1 {
-			t.Errorf("row %s: state %s, %d payload bytes, %d attempts; want dead at once", id, r.State, len(r.Sealed), r.Attempts)
+		if r.State != StatePending || r.Sealed == nil || r.Attempts != 1 {
+			t.Errorf("row %s after one attempt: state %s, %d payload bytes, %d attempts; want pending, kept for a retry", id, r.State, len(r.Sealed), r.Attempts)
+		}
+	}
+	clock.Add(time.Hour)
+	w.Kick()
+	eventually(t, "3 rows failed twice", func() bool { _, f := q.counts(); return f == 6 })
+	for _, id := range []string{wrongSecret, moved, mismatch} {
+		r := q.row(id)
+		if r.State != StateDead || r.Sealed != nil || r.Attempts != 2 {
+			t.Errorf("row %s: state %s, %d payload bytes, %d attempts; want dead after MaxAttempts", id, r.State, len(r.Sealed), r.Attempts)
 		}
 	}
 	if n := len(rec.ids()); n != 0 {
@@ -380,8 +393,8 @@ func TestWorkerUnopenableIsDead(t *testing.T) {
 	if got := counter(t, reg, "authsidecar_mail_dead_total", "delivery", "webhook", "type", "password_reset"); got != 1 {
 		t.Errorf("dead{password_reset}: got %v, want 1", got)
 	}
-	if got := counter(t, reg, "authsidecar_mail_failed_attempts_total", "delivery", "webhook", "type", "email_verification"); got != 0 {
-		t.Errorf("failed attempts: got %v, want 0 (nothing was attempted)", got)
+	if got := counter(t, reg, "authsidecar_mail_failed_attempts_total", "delivery", "webhook", "type", "email_verification"); got != 4 {
+		t.Errorf("failed attempts{email_verification}: got %v, want 4", got)
 	}
 	l := logs.String()
 	for _, s := range []string{testSecret, "a-rotated-secret", "Tok3n", m.To} {
@@ -389,8 +402,8 @@ func TestWorkerUnopenableIsDead(t *testing.T) {
 			t.Errorf("the log holds %q:\n%s", s, l)
 		}
 	}
-	if strings.Count(l, "mail payload unreadable: marked dead") != 3 {
-		t.Errorf("want 3 'unreadable' log lines:\n%s", l)
+	if strings.Count(l, "mail payload unreadable") != 6 {
+		t.Errorf("want 6 'unreadable' log lines:\n%s", l)
 	}
 }
 
