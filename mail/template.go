@@ -7,6 +7,7 @@ import (
 	htmltemplate "html/template"
 	"os"
 	"strings"
+	"unicode"
 	texttemplate "text/template"
 	"time"
 )
@@ -136,11 +137,29 @@ func sample(k Kind) Message {
 
 // Render executes the templates of m.Kind. Errors name the template (its
 // file for an override) and never include the message's fields.
+// maxNameRunes bounds the user's name in a mail: it is whatever the user
+// typed at sign-up, and a mail from the operator's sender must not carry
+// a paragraph of it.
+const maxNameRunes = 64
+
+// displayName is the name as mails show it: one line (control characters
+// and runs of white space folded into one space), at most maxNameRunes
+// runes. Anyone may sign up with someone else's address, so the name is
+// attacker-written text in a genuine mail; this keeps it to a greeting.
+func displayName(s string) string {
+	s = strings.Join(strings.FieldsFunc(s, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }), " ")
+	if r := []rune(s); len(r) > maxNameRunes {
+		s = string(r[:maxNameRunes-1]) + "…"
+	}
+	return s
+}
+
 func (t *Templates) Render(m Message) (Rendered, error) {
 	kt, ok := t.byKind[m.Kind]
 	if !ok {
 		return Rendered{}, fmt.Errorf("render: unknown message type %q", m.Kind)
 	}
+	m.User.Name = displayName(m.User.Name)
 	var r Rendered
 	var buf bytes.Buffer
 	if err := kt.subject.Execute(&buf, m); err != nil {

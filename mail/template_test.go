@@ -58,10 +58,36 @@ func TestTemplatesEscapeHostileName(t *testing.T) {
 	if !strings.Contains(r.HTML, "&lt;script&gt;") {
 		t.Errorf("HTML part lacks the escaped name:\n%s", r.HTML)
 	}
-	// The text part is plain text: the name as given, which a mail client
-	// shows as text.
-	if !strings.Contains(r.Text, m.User.Name) {
+	// The text part is plain text: the name as given (folded to its
+	// display form), which a mail client shows as text.
+	if !strings.Contains(r.Text, displayName(m.User.Name)) {
 		t.Errorf("text part lacks the name as given:\n%s", r.Text)
+	}
+}
+
+// TestTemplatesFoldName: a name is the signer-up's text in a genuine mail
+// (anyone may sign up with someone else's address), so it stays one short
+// line: no paragraph of "security alert" under the greeting.
+func TestTemplatesFoldName(t *testing.T) {
+	m := sampleMessage(EmailVerification)
+	m.User.Name = "Ann\n\nSecurity alert: your account is locked.\r\nRestore it at https://evil.example/ " + strings.Repeat("now ", 40) + "\u0085\u2028end"
+	r, err := DefaultTemplates().Render(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	greeting, _, _ := strings.Cut(r.Text, "\n")
+	if !strings.HasPrefix(greeting, "Hello Ann Security alert: your account is locked. Restore it at") || len([]rune(greeting)) > len("Hello ,")+maxNameRunes {
+		t.Errorf("greeting %q: want the name on one line, at most %d runes", greeting, maxNameRunes)
+	}
+	for _, part := range []string{r.Text, r.HTML} {
+		if strings.Contains(part, "\n\nSecurity alert") || strings.Contains(part, "end") && strings.Contains(part, "\u2028") {
+			t.Errorf("the name's line breaks reached the mail:\n%s", part)
+		}
+	}
+	for in, want := range map[string]string{"": "", "  Ann  Lee ": "Ann Lee", "a\tb\x00c": "a b c", strings.Repeat("é", 70): strings.Repeat("é", 63) + "…"} {
+		if got := displayName(in); got != want {
+			t.Errorf("displayName(%q) = %q, want %q", in, got, want)
+		}
 	}
 }
 
