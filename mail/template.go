@@ -7,9 +7,9 @@ import (
 	htmltemplate "html/template"
 	"os"
 	"strings"
-	"unicode"
 	texttemplate "text/template"
 	"time"
+	"unicode"
 )
 
 // TemplateFiles overrides the built-in templates of one Kind. Each field
