@@ -11,10 +11,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/authsidecar/authsidecar/internal/syncbuf"
 	"github.com/authsidecar/authsidecar/jwks"
 	"github.com/authsidecar/authsidecar/proxy"
 )
@@ -24,22 +24,7 @@ import (
 var issuerDir = filepath.Join("..", "testdata", "betterauth-issuer")
 
 // lockedBuffer collects the server's stderr for failure messages.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
+type lockedBuffer = syncbuf.Buffer
 
 // startBetterAuth runs the real Better Auth issuer on a free port and
 // returns its base URL. Without node or its packages the test is skipped,

@@ -124,7 +124,8 @@ func TestTemplateOverrides(t *testing.T) {
 	if want := "Acme: reset for Ada Bcc: victim@example.com"; r.Subject != want {
 		t.Errorf("subject: got %q, want %q (line breaks folded)", r.Subject, want)
 	}
-	if want := "TEXT " + m.User.Name + " " + m.URL; r.Text != want {
+	// The name is folded to one line everywhere, body included.
+	if want := "TEXT Ada Bcc: victim@example.com " + m.URL; r.Text != want {
 		t.Errorf("text: got %q, want %q", r.Text, want)
 	}
 	if !strings.HasPrefix(r.HTML, "<p>HTML Ada") {

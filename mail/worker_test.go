@@ -1,7 +1,6 @@
 package mail
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
@@ -16,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/authsidecar/authsidecar/internal/mailtest"
+	"github.com/authsidecar/authsidecar/internal/syncbuf"
 )
 
 const testSecret = "worker-test-secret-of-some-length"
@@ -88,22 +88,7 @@ func eventually(t *testing.T, what string, cond func() bool) {
 }
 
 // syncBuffer is a log sink safe for the worker's goroutine.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+type syncBuffer = syncbuf.Buffer
 
 // testWorker fills in what a test does not set and returns the worker,
 // its registry and its log.

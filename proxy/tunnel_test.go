@@ -23,28 +23,14 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/authsidecar/authsidecar/internal/syncbuf"
 	"github.com/authsidecar/authsidecar/internal/wstest"
 	"github.com/authsidecar/authsidecar/proxy"
 	"github.com/authsidecar/authsidecar/server"
 )
 
 // lockedBuffer is an access log the handler goroutines and the test share.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
+type lockedBuffer = syncbuf.Buffer
 
 // wsStack is the proxy with a key of the test's own, so tokens of any
 // lifetime can be forged, in front of a real RFC 6455 upstream, with

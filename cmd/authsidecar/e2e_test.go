@@ -18,27 +18,14 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/authsidecar/authsidecar/internal/syncbuf"
 )
 
 const e2eSecret = "e2e-secret-0123456789abcdefghijklmnopqrstuvwxyz"
 
 // syncBuffer is an io.Writer safe for the server goroutine and the test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+type syncBuffer = syncbuf.Buffer
 
 // freePort returns a loopback port that was free a moment ago and that no
 // other freePort call of this test binary returned: closed at once, a port
