@@ -338,7 +338,7 @@ type Webhook struct {
 	// SecretEnv names the environment variable holding the signing secret
 	// in its "whsec_<base64>" form. Default "EMAIL_WEBHOOK_SECRET".
 	SecretEnv string `yaml:"secret_env"`
-	// Timeout bounds one delivery attempt. Default 10s.
+	// Timeout bounds one delivery attempt. Default 10s, at most 30s.
 	Timeout Duration `yaml:"timeout"`
 }
 

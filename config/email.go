@@ -8,7 +8,12 @@ import (
 	"net/netip"
 	"net/url"
 	"strings"
+	"time"
 )
+
+// maxWebhookTimeout is the delivery worker's bound on one attempt: a
+// longer webhook timeout would never be reached.
+const maxWebhookTimeout = 30 * time.Second
 
 // maxMailAttempts bounds email.max_attempts: with the backoff capped at an
 // hour, 100 attempts already span four days.
@@ -51,6 +56,9 @@ func (p *problems) email(c Config) {
 	case "webhook":
 		p.check("email.webhook.secret_env", checkEnvName(e.Webhook.SecretEnv))
 		p.positive("email.webhook.timeout", e.Webhook.Timeout)
+		if e.Webhook.Timeout > Duration(maxWebhookTimeout) {
+			p.add("email.webhook.timeout", "must be at most %s (one delivery attempt's bound), got %s", Duration(maxWebhookTimeout), e.Webhook.Timeout)
+		}
 		if e.Webhook.URL == "" {
 			p.add("email.webhook.url", `is required for delivery "webhook": the application's endpoint, like https://app.example.com/hooks/auth-mail`)
 		} else if err := checkWebhookURL(e.Webhook.URL); err != nil {

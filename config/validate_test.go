@@ -87,6 +87,9 @@ func TestValidate(t *testing.T) {
 			c.Email.Delivery, c.Email.Webhook.URL = "webhook", "http://app.example.com/hook"
 		}, `email.webhook.url: "http://app.example.com/hook": plain http is only allowed to a loopback address (the body holds a working reset link); use https`},
 		{"webhook over http to loopback", func(c *Config) { c.Email.Delivery, c.Email.Webhook.URL = "webhook", "http://127.0.0.1:3000/hook" }, ""},
+		{"webhook timeout past the attempt bound", func(c *Config) {
+			c.Email.Delivery, c.Email.Webhook.URL, c.Email.Webhook.Timeout = "webhook", "https://app.example.com/hook", Duration(time.Minute)
+		}, `email.webhook.timeout: must be at most 30s (one delivery attempt's bound), got 1m`},
 		{"max attempts zero", func(c *Config) { c.Email.MaxAttempts = 0 }, `email.max_attempts: must be between 1 and 100, got 0`},
 		{"mail in verifier mode", func(c *Config) {
 			c.Mode, c.Database.Driver, c.Keys.JWKSURL, c.Email.Delivery = "verifier", "none", "https://auth.example.com/api/auth/jwks", "log"
