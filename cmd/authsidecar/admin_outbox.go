@@ -58,11 +58,18 @@ func cmdOutboxList(ctx context.Context, e *cliEnv, args []string) error {
 	tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tTYPE\tSTATE\tATTEMPTS\tCREATED\tNEXT ATTEMPT\tLAST ERROR")
 	for _, q := range rows {
-		next := "-"
-		if q.State == "pending" {
+		next, lastErr := "-", q.LastError
+		switch q.State {
+		case mail.StatePending:
 			next = timeText(q.NextAttemptAt)
+		case mail.StateDelivered:
+			// A retried message's earlier failure is history once it went.
+			lastErr = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", q.ID, q.Kind, q.State, q.Attempts, timeText(q.CreatedAt), next, printable(truncateText(q.LastError, 80)))
+		if lastErr == "" {
+			lastErr = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", q.ID, q.Kind, q.State, q.Attempts, timeText(q.CreatedAt), next, printable(truncateText(lastErr, 80)))
 	}
 	return tw.Flush()
 }
