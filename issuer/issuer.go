@@ -46,22 +46,9 @@ type Options struct {
 	// MinPasswordLength and MaxPasswordLength bound passwords in
 	// characters. Zero: 8 and 128.
 	MinPasswordLength, MaxPasswordLength int
-	// BodyBytes caps request bodies. Zero: 64 KiB.
-	BodyBytes int64
-	// PasswordHashConcurrency bounds simultaneous scrypt computations.
-	// Zero: GOMAXPROCS.
-	PasswordHashConcurrency int
-	// SignInPerIP, SignInPerEmail and SignUpPerIP limit attempts with token
-	// buckets (429 with Retry-After beyond). Zero: no limit. The per-email
-	// buckets live in the store, shared by every replica on it; the per-IP
-	// ones in this process.
-	SignInPerIP, SignInPerEmail, SignUpPerIP Rate
-	// MailPerIP limits the mail-sending endpoints per client IP (429
-	// beyond); MailPerEmail limits mails per address in the store (over
-	// it, nothing is queued and the answer does not change); TokenPerIP
-	// limits uses of reset and verification links per client IP. Zero: no
-	// limit.
-	MailPerIP, MailPerEmail, TokenPerIP Rate
+	// Limits are the bounds and rates; a running issuer changes them
+	// with Reload.
+	Limits
 	// Recovery turns on password reset and email verification by mail.
 	// Zero: off.
 	Recovery RecoveryOptions
@@ -81,6 +68,27 @@ type Options struct {
 	Logger *slog.Logger
 	// Now is the clock. Zero: time.Now.
 	Now func() time.Time
+}
+
+// Limits bound what one client can make the issuer do. The zero value
+// of each field is its default.
+type Limits struct {
+	// BodyBytes caps request bodies. Zero: 64 KiB.
+	BodyBytes int64
+	// PasswordHashConcurrency bounds simultaneous scrypt computations.
+	// Zero: GOMAXPROCS.
+	PasswordHashConcurrency int
+	// SignInPerIP, SignInPerEmail and SignUpPerIP limit attempts with token
+	// buckets (429 with Retry-After beyond). Zero: no limit. The per-email
+	// buckets live in the store, shared by every replica on it; the per-IP
+	// ones in this process.
+	SignInPerIP, SignInPerEmail, SignUpPerIP Rate
+	// MailPerIP limits the mail-sending endpoints per client IP (429
+	// beyond); MailPerEmail limits mails per address in the store (over
+	// it, nothing is queued and the answer does not change); TokenPerIP
+	// limits uses of reset and verification links per client IP. Zero: no
+	// limit.
+	MailPerIP, MailPerEmail, TokenPerIP Rate
 }
 
 // Issuer serves /api/auth/*. Create it with New.
@@ -152,12 +160,6 @@ func New(ctx context.Context, o Options) (*Issuer, error) {
 	if o.MaxPasswordLength == 0 {
 		o.MaxPasswordLength = 128
 	}
-	if o.BodyBytes == 0 {
-		o.BodyBytes = 64 << 10
-	}
-	if o.PasswordHashConcurrency <= 0 {
-		o.PasswordHashConcurrency = runtime.GOMAXPROCS(0)
-	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
@@ -185,40 +187,24 @@ func New(ctx context.Context, o Options) (*Issuer, error) {
 		updateAge:  o.SessionUpdateAge,
 		minPw:      o.MinPasswordLength,
 		maxPw:      o.MaxPasswordLength,
-		bodyBytes:  o.BodyBytes,
-		trusted:    map[string]bool{},
-		csrf:       http.NewCrossOriginProtection(),
 		cookies:    cookies{secret: o.Secret, name: name, secure: secure, sameSite: o.CookieSameSite},
-		hasher:     newHasher(o.PasswordCost, o.PasswordHashConcurrency),
+		hasher:     newHasher(o.PasswordCost, hashSlots(o.PasswordHashConcurrency)),
 		log:        o.Logger,
 		now:        o.Now,
 		metrics:    newMetrics(o.Registerer),
-		clientIP:   o.ClientIP,
-		signInIP:   newLimiter(o.SignInPerIP, o.Now),
-		signInMail: newSharedLimiter(o.Store, o.SignInPerEmail, "signin_email:", o.Now),
-		signUpIP:   newLimiter(o.SignUpPerIP, o.Now),
-		mailIP:     newLimiter(o.MailPerIP, o.Now),
-		mailAddr:   newSharedLimiter(o.Store, o.MailPerEmail, "mail_email:", o.Now),
-		tokenIP:    newLimiter(o.TokenPerIP, o.Now),
 		rec:        newRecovery(o.Recovery),
+	}
+	if err := iss.apply(ReloadOptions{TrustedOrigins: o.TrustedOrigins, Limits: o.Limits, ClientIP: o.ClientIP}); err != nil {
+		return nil, err
 	}
 	iss.jwtIssuer = o.JWTIssuer
 	if iss.jwtIssuer == "" {
 		iss.jwtIssuer = iss.origin
 	}
 	iss.sessions = &SessionReader{store: o.Store, cookies: iss.cookies, now: o.Now}
-	if iss.clientIP == nil {
-		iss.clientIP = peerIP
-	}
 	iss.keys = &keyring{
 		store: o.Store, secret: o.Secret, jwtTTL: o.JWTTTL, now: o.Now, log: o.Logger,
 		onNewKey: o.OnNewKey, decoded: map[string]*keyEntry{}, announced: map[string]bool{},
-	}
-	for _, origin := range append([]string{iss.origin}, o.TrustedOrigins...) {
-		if err := iss.csrf.AddTrustedOrigin(origin); err != nil {
-			return nil, fmt.Errorf("issuer: trusted origin: %w", err)
-		}
-		iss.trusted[origin] = true
 	}
 
 	if p := iss.rec.resetPage; p != "" && !iss.safeRedirect(p) {
@@ -232,7 +218,6 @@ func New(ctx context.Context, o Options) (*Issuer, error) {
 	if _, err := iss.keys.signingKey(ctx); err != nil {
 		return nil, fmt.Errorf("issuer: signing key: %w", err)
 	}
-	iss.routes = iss.routeTable()
 	return iss, nil
 }
 
@@ -261,12 +246,9 @@ func (iss *Issuer) routeTable() map[string]map[string]handlerFunc {
 // origin check trusts and the limits. The zero values mean what they mean
 // in Options.
 type ReloadOptions struct {
-	TrustedOrigins                           []string
-	BodyBytes                                int64
-	PasswordHashConcurrency                  int
-	SignInPerIP, SignInPerEmail, SignUpPerIP Rate
-	MailPerIP, MailPerEmail, TokenPerIP      Rate
-	ClientIP                                 func(*http.Request) string
+	TrustedOrigins []string
+	Limits
+	ClientIP func(*http.Request) string
 }
 
 // Reload returns a new Issuer that serves with o's settings and shares
@@ -278,37 +260,53 @@ type ReloadOptions struct {
 // PasswordHashConcurrency gives the new issuer its own hashing slots:
 // while hashes started on iss finish, both sets may run.
 func (iss *Issuer) Reload(o ReloadOptions) (*Issuer, error) {
-	if o.BodyBytes == 0 {
-		o.BodyBytes = 64 << 10
-	}
-	if o.PasswordHashConcurrency <= 0 {
-		o.PasswordHashConcurrency = runtime.GOMAXPROCS(0)
-	}
 	next := *iss
-	next.bodyBytes = o.BodyBytes
-	next.clientIP = o.ClientIP
-	if next.clientIP == nil {
-		next.clientIP = peerIP
+	if err := next.apply(o); err != nil {
+		return nil, err
 	}
-	if o.PasswordHashConcurrency != cap(iss.hasher.sem) {
-		next.hasher = newHasher(iss.hasher.params, o.PasswordHashConcurrency)
-	}
-	next.signInIP = newLimiter(o.SignInPerIP, iss.now)
-	next.signInMail = newSharedLimiter(iss.store, o.SignInPerEmail, "signin_email:", iss.now)
-	next.signUpIP = newLimiter(o.SignUpPerIP, iss.now)
-	next.mailIP = newLimiter(o.MailPerIP, iss.now)
-	next.mailAddr = newSharedLimiter(iss.store, o.MailPerEmail, "mail_email:", iss.now)
-	next.tokenIP = newLimiter(o.TokenPerIP, iss.now)
-	next.trusted = map[string]bool{}
-	next.csrf = http.NewCrossOriginProtection()
-	for _, origin := range append([]string{iss.origin}, o.TrustedOrigins...) {
-		if err := next.csrf.AddTrustedOrigin(origin); err != nil {
-			return nil, fmt.Errorf("issuer: trusted origin: %w", err)
-		}
-		next.trusted[origin] = true
-	}
-	next.routes = next.routeTable()
 	return &next, nil
+}
+
+// apply sets what ReloadOptions holds, for New and for Reload alike: the
+// limiters (new buckets), the hashing slots when their number changed,
+// the trusted origins and the client IP function.
+func (iss *Issuer) apply(o ReloadOptions) error {
+	l := o.Limits
+	iss.bodyBytes = l.BodyBytes
+	if iss.bodyBytes == 0 {
+		iss.bodyBytes = 64 << 10
+	}
+	if n := hashSlots(l.PasswordHashConcurrency); n != cap(iss.hasher.sem) {
+		iss.hasher = newHasher(iss.hasher.params, n)
+	}
+	iss.clientIP = o.ClientIP
+	if iss.clientIP == nil {
+		iss.clientIP = peerIP
+	}
+	iss.signInIP = newLimiter(l.SignInPerIP, iss.now)
+	iss.signInMail = newSharedLimiter(iss.store, l.SignInPerEmail, "signin_email:", iss.now)
+	iss.signUpIP = newLimiter(l.SignUpPerIP, iss.now)
+	iss.mailIP = newLimiter(l.MailPerIP, iss.now)
+	iss.mailAddr = newSharedLimiter(iss.store, l.MailPerEmail, "mail_email:", iss.now)
+	iss.tokenIP = newLimiter(l.TokenPerIP, iss.now)
+	iss.trusted = map[string]bool{}
+	iss.csrf = http.NewCrossOriginProtection()
+	for _, origin := range append([]string{iss.origin}, o.TrustedOrigins...) {
+		if err := iss.csrf.AddTrustedOrigin(origin); err != nil {
+			return fmt.Errorf("issuer: trusted origin: %w", err)
+		}
+		iss.trusted[origin] = true
+	}
+	iss.routes = iss.routeTable()
+	return nil
+}
+
+// hashSlots is PasswordHashConcurrency with its default.
+func hashSlots(n int) int {
+	if n <= 0 {
+		return runtime.GOMAXPROCS(0)
+	}
+	return n
 }
 
 // ServeHTTP routes /api/auth/* by hand: ServeMux would answer unknown

@@ -21,7 +21,7 @@ func TestReload(t *testing.T) {
 	cookie, _ := e.signUp("rita@example.com", pw)
 	next, err := e.iss.Reload(issuer.ReloadOptions{
 		TrustedOrigins: []string{"https://new.example.com"},
-		SignUpPerIP:    issuer.Rate{N: 100, Per: time.Hour},
+		Limits:         issuer.Limits{SignUpPerIP: issuer.Rate{N: 100, Per: time.Hour}},
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -279,16 +279,9 @@ func (st *stack) build(cfg config.Config, ver *verification) (*generation, error
 		}
 	} else {
 		iss, err := st.issuer.Reload(issuer.ReloadOptions{
-			TrustedOrigins:          cfg.Auth.TrustedOrigins,
-			BodyBytes:               cfg.Limits.BodyBytes,
-			PasswordHashConcurrency: cfg.Limits.PasswordHashConcurrency,
-			SignInPerIP:             issuer.Rate(cfg.Limits.SigninPerIP),
-			SignInPerEmail:          issuer.Rate(cfg.Limits.SigninPerEmail),
-			SignUpPerIP:             issuer.Rate(cfg.Limits.SignupPerIP),
-			MailPerIP:               issuer.Rate(cfg.Limits.MailPerIP),
-			MailPerEmail:            issuer.Rate(cfg.Limits.MailPerEmail),
-			TokenPerIP:              issuer.Rate(cfg.Limits.TokenPerIP),
-			ClientIP:                proxy.ClientIP(trusted),
+			TrustedOrigins: cfg.Auth.TrustedOrigins,
+			Limits:         issuerLimits(cfg.Limits),
+			ClientIP:       proxy.ClientIP(trusted),
 		})
 		if err != nil {
 			return nil, err

@@ -124,26 +124,19 @@ func openStore(ctx context.Context, cfg config.Config, getenv func(string) strin
 // the config type, so a config change stops here.
 func issuerOptions(cfg config.Config, secret config.Secret, store issuer.Store, log *slog.Logger) issuer.Options {
 	return issuer.Options{
-		Store:                   store,
-		Secret:                  secret.Bytes(),
-		BaseURL:                 cfg.BaseURL,
-		JWTIssuer:               cfg.JWTIssuer(),
-		TrustedOrigins:          cfg.Auth.TrustedOrigins,
-		JWTTTL:                  cfg.Auth.JWTTTL.D(),
-		SessionTTL:              cfg.Auth.SessionTTL.D(),
-		SessionUpdateAge:        cfg.Auth.SessionUpdateAge.D(),
-		CookieName:              cfg.Auth.CookieName,
-		CookieSameSite:          sameSite(cfg.Auth.CookieSameSite),
-		MinPasswordLength:       cfg.Auth.MinPasswordLength,
-		MaxPasswordLength:       cfg.Auth.MaxPasswordLength,
-		BodyBytes:               cfg.Limits.BodyBytes,
-		PasswordHashConcurrency: cfg.Limits.PasswordHashConcurrency,
-		SignInPerIP:             issuer.Rate(cfg.Limits.SigninPerIP),
-		SignInPerEmail:          issuer.Rate(cfg.Limits.SigninPerEmail),
-		SignUpPerIP:             issuer.Rate(cfg.Limits.SignupPerIP),
-		MailPerIP:               issuer.Rate(cfg.Limits.MailPerIP),
-		MailPerEmail:            issuer.Rate(cfg.Limits.MailPerEmail),
-		TokenPerIP:              issuer.Rate(cfg.Limits.TokenPerIP),
+		Store:             store,
+		Secret:            secret.Bytes(),
+		BaseURL:           cfg.BaseURL,
+		JWTIssuer:         cfg.JWTIssuer(),
+		TrustedOrigins:    cfg.Auth.TrustedOrigins,
+		JWTTTL:            cfg.Auth.JWTTTL.D(),
+		SessionTTL:        cfg.Auth.SessionTTL.D(),
+		SessionUpdateAge:  cfg.Auth.SessionUpdateAge.D(),
+		CookieName:        cfg.Auth.CookieName,
+		CookieSameSite:    sameSite(cfg.Auth.CookieSameSite),
+		MinPasswordLength: cfg.Auth.MinPasswordLength,
+		MaxPasswordLength: cfg.Auth.MaxPasswordLength,
+		Limits:            issuerLimits(cfg.Limits),
 		Recovery: issuer.RecoveryOptions{
 			ResetTokenTTL:            cfg.Auth.ResetTokenTTL.D(),
 			VerificationTokenTTL:     cfg.Auth.VerificationTokenTTL.D(),
@@ -153,6 +146,21 @@ func issuerOptions(cfg config.Config, secret config.Secret, store issuer.Store, 
 			ResetPage:                cfg.Auth.ResetPageURL,
 		},
 		Logger: log,
+	}
+}
+
+// issuerLimits is config's limits as the issuer takes them, at start and
+// on reload.
+func issuerLimits(l config.Limits) issuer.Limits {
+	return issuer.Limits{
+		BodyBytes:               l.BodyBytes,
+		PasswordHashConcurrency: l.PasswordHashConcurrency,
+		SignInPerIP:             issuer.Rate(l.SigninPerIP),
+		SignInPerEmail:          issuer.Rate(l.SigninPerEmail),
+		SignUpPerIP:             issuer.Rate(l.SignupPerIP),
+		MailPerIP:               issuer.Rate(l.MailPerIP),
+		MailPerEmail:            issuer.Rate(l.MailPerEmail),
+		TokenPerIP:              issuer.Rate(l.TokenPerIP),
 	}
 }
 
