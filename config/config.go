@@ -37,20 +37,21 @@ type Config struct {
 	BaseURL string `yaml:"base_url"`
 	// Upstream is the absolute http(s) URL of the application that business
 	// requests are proxied to. Default "http://127.0.0.1:3000".
-	Upstream string   `yaml:"upstream"`
-	Database Database `yaml:"database"`
-	Auth     Auth     `yaml:"auth"`
-	Keys     Keys     `yaml:"keys"`
-	Routes   Routes   `yaml:"routes"`
-	CORS     CORS     `yaml:"cors"`
-	Proxy    Proxy    `yaml:"proxy"`
-	Limits   Limits   `yaml:"limits"`
-	Metrics  Metrics  `yaml:"metrics"`
-	Health   Health   `yaml:"health"`
-	Log      Log      `yaml:"log"`
-	Shutdown Shutdown `yaml:"shutdown"`
-	Cache    Cache    `yaml:"cache"`
-	Email    Email    `yaml:"email"`
+	Upstream   string     `yaml:"upstream"`
+	Database   Database   `yaml:"database"`
+	Auth       Auth       `yaml:"auth"`
+	Keys       Keys       `yaml:"keys"`
+	Routes     Routes     `yaml:"routes"`
+	CORS       CORS       `yaml:"cors"`
+	Proxy      Proxy      `yaml:"proxy"`
+	Limits     Limits     `yaml:"limits"`
+	Metrics    Metrics    `yaml:"metrics"`
+	Health     Health     `yaml:"health"`
+	Log        Log        `yaml:"log"`
+	Shutdown   Shutdown   `yaml:"shutdown"`
+	Cache      Cache      `yaml:"cache"`
+	Email      Email      `yaml:"email"`
+	Revocation Revocation `yaml:"revocation"`
 }
 
 // Database says where users, sessions and signing keys are stored.
@@ -78,8 +79,8 @@ type Auth struct {
 	// never read from the file, so the file can be committed.
 	SecretEnv string `yaml:"secret_env"`
 	// JWTTTL is how long an issued JWT stays valid. Default 720h (30 days).
-	// There is no revocation: a JWT lives this long whatever happens to its
-	// session, so this is also the worst-case lifetime of a stolen token.
+	// A JWT can be revoked before then (sign-out, a password change, a
+	// ban: docs/revocation.md); a revocation is kept this long plus Leeway.
 	JWTTTL Duration `yaml:"jwt_ttl"`
 	// Leeway is the clock skew tolerated when checking exp, nbf and iat.
 	// Default 30s. Zero means no tolerance. A WebSocket tunnel opened with
@@ -137,9 +138,19 @@ type Auth struct {
 	SendVerificationOnSignin bool `yaml:"send_verification_on_signin"`
 	// RevokeSessionsOnPasswordReset ends every cookie session of a user
 	// whose password is reset by link. Default true (Better Auth's default
-	// is false): whoever had the old password may hold a session. Issued
-	// JWTs stay valid to their expiry either way.
+	// is false): whoever had the old password may hold a session. Every
+	// JWT of the user issued up to the reset is revoked with them; false
+	// keeps sessions and JWTs alike.
 	RevokeSessionsOnPasswordReset bool `yaml:"revoke_sessions_on_password_reset"`
+	// RevokeJWTOnSignOut makes sign-out revoke the JWTs minted from its
+	// session, everywhere within revocation.poll_interval. Default true.
+	// False leaves them valid until they expire, as before revocation.
+	RevokeJWTOnSignOut bool `yaml:"revoke_jwt_on_sign_out"`
+	// AllowDeleteUser lets users delete their own account (POST
+	// /api/auth/delete-user, with their password or from a session under a
+	// day old); every JWT of theirs is revoked. Default false, as Better
+	// Auth's user.deleteUser.enabled: the endpoint answers 404.
+	AllowDeleteUser bool `yaml:"allow_delete_user"`
 	// ResetPageURL is where a mailed reset link lands when the client gave
 	// no redirectTo. Default empty: the sidecar's own page at
 	// /api/auth/reset-password-page. Relative, or on base_url's origin or
@@ -168,6 +179,33 @@ type Keys struct {
 	// JWKSCAFile is a PEM bundle of extra CAs trusted for an https
 	// JWKSURL, besides the system roots. Default empty: system roots only.
 	JWKSCAFile string `yaml:"jwks_ca_file"`
+	// RevocationsURL is where a verifier reads the issuer's revocations
+	// (long-polled, signed with the JWKS key). Default "auto": JWKSURL
+	// with its last path segment replaced by "revocations" (a full
+	// authsidecar's /api/auth/revocations). Empty: the issuer has no feed
+	// (Better Auth); tokens are then never refused as revoked here, and the
+	// verifier says so at start. Verifier mode only; full mode reads its
+	// own database.
+	RevocationsURL string `yaml:"revocations_url"`
+	// RevocationsStaleIfError is how long after its last successful read
+	// of RevocationsURL a verifier keeps serving; past it business
+	// requests get 503 REVOCATIONS_UNAVAILABLE (with Retry-After), never
+	// 401, until a read succeeds. Default 5m. Verifier mode only.
+	RevocationsStaleIfError Duration `yaml:"revocations_stale_if_error"`
+}
+
+// RevocationsAuto is Keys.RevocationsURL's default: derived from JWKSURL.
+const RevocationsAuto = "auto"
+
+// Revocation configures how a full sidecar learns of revocations other
+// processes wrote (docs/revocation.md).
+type Revocation struct {
+	// PollInterval is how often a full sidecar reads new revocations from
+	// the database: one indexed query per interval, whatever the traffic,
+	// and the bound on how late another replica refuses a revoked JWT.
+	// The process that writes a revocation applies it at once. Default
+	// 1s. Between 100ms and 1m.
+	PollInterval Duration `yaml:"poll_interval"`
 }
 
 // Routes classifies request paths. Entries are lowercase ASCII paths that
@@ -439,8 +477,13 @@ func Default() Config {
 			ResetTokenTTL:                 Duration(time.Hour),
 			VerificationTokenTTL:          Duration(24 * time.Hour),
 			RevokeSessionsOnPasswordReset: true,
+			RevokeJWTOnSignOut:            true,
 		},
-		Keys: Keys{MaxAge: Duration(10 * time.Minute), Cooldown: Duration(30 * time.Second), StaleIfError: Duration(time.Hour)},
+		Keys: Keys{
+			MaxAge: Duration(10 * time.Minute), Cooldown: Duration(30 * time.Second), StaleIfError: Duration(time.Hour),
+			RevocationsURL: RevocationsAuto, RevocationsStaleIfError: Duration(5 * time.Minute),
+		},
+		Revocation: Revocation{PollInterval: Duration(time.Second)},
 		Routes: Routes{
 			IdentityHeader:    "X-User-Id",
 			CookieOnly:        []string{"/api/mcp-oauth/authorize"},

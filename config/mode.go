@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"path"
 )
 
 // Verifier reports whether the sidecar only verifies (mode verifier).
@@ -70,4 +71,23 @@ func (c Config) LoadDatabaseURL(getenv func(string) string) (Secret, error) {
 		return Secret{}, fmt.Errorf("database.url_env: $%s must be a postgres:// or postgresql:// URL, got scheme %q", name, u.Scheme)
 	}
 	return NewSecret(v), nil
+}
+
+// RevocationFeedURL returns where a verifier reads revocations: "" for
+// none (an issuer without a feed), else Keys.RevocationsURL, or for
+// "auto" Keys.JWKSURL with its last path segment replaced by
+// "revocations" (https://auth.example.com/api/auth/jwks gives
+// https://auth.example.com/api/auth/revocations).
+func (c Config) RevocationFeedURL() string {
+	if c.Keys.RevocationsURL != RevocationsAuto {
+		return c.Keys.RevocationsURL
+	}
+	u, err := url.Parse(c.Keys.JWKSURL)
+	if err != nil || c.Keys.JWKSURL == "" {
+		return ""
+	}
+	u.RawQuery, u.Fragment, u.RawPath = "", "", ""
+	dir, _ := path.Split(u.Path)
+	u.Path = dir + "revocations"
+	return u.String()
 }

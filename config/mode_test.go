@@ -91,3 +91,19 @@ func TestLoadDatabaseURL(t *testing.T) {
 		t.Errorf("sqlite: got %v %v, want no URL and no error", s, err)
 	}
 }
+
+func TestRevocationFeedURL(t *testing.T) {
+	for _, tc := range []struct{ jwks, setting, want string }{
+		{"https://auth.example.com/api/auth/jwks", RevocationsAuto, "https://auth.example.com/api/auth/revocations"},
+		{"http://127.0.0.1:8080/api/auth/jwks?x=1", RevocationsAuto, "http://127.0.0.1:8080/api/auth/revocations"},
+		{"https://auth.example.com/.well-known/jwks.json", RevocationsAuto, "https://auth.example.com/.well-known/revocations"},
+		{"https://auth.example.com/api/auth/jwks", "", ""},
+		{"https://auth.example.com/api/auth/jwks", "https://feed.example.com/r", "https://feed.example.com/r"},
+	} {
+		c := Default()
+		c.Mode, c.Keys.JWKSURL, c.Keys.RevocationsURL = ModeVerifier, tc.jwks, tc.setting
+		if got := c.RevocationFeedURL(); got != tc.want {
+			t.Errorf("jwks_url %q, revocations_url %q: got %q, want %q", tc.jwks, tc.setting, got, tc.want)
+		}
+	}
+}

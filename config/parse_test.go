@@ -94,8 +94,12 @@ var badFiles = map[string]string{
 	"bad-trusted-origin-duplicate.yaml":      `bad-trusted-origin-duplicate.yaml:5: auth.trusted_origins[2]: "https://app.example.com" is a duplicate of auth.trusted_origins[0]`,
 
 	// keys
-	"bad-keys-max-age.yaml":  `bad-keys-max-age.yaml:2: keys.max_age: must be positive, got 0s`,
-	"bad-keys-cooldown.yaml": `bad-keys-cooldown.yaml:2: keys.cooldown: must be positive, got -30s`,
+	"bad-keys-max-age.yaml":             `bad-keys-max-age.yaml:2: keys.max_age: must be positive, got 0s`,
+	"bad-keys-cooldown.yaml":            `bad-keys-cooldown.yaml:2: keys.cooldown: must be positive, got -30s`,
+	"bad-revocation-poll-interval.yaml": `bad-revocation-poll-interval.yaml:2: revocation.poll_interval: must be between 100ms and 1m, got 50ms`,
+	"bad-revocations-url-full.yaml":     `bad-revocations-url-full.yaml:2: keys.revocations_url: is only for mode verifier (leave it "auto"): a full sidecar reads revocations from its own database`,
+	"bad-revocations-url.yaml":          `bad-revocations-url.yaml:4: keys.revocations_url: must be an absolute http or https URL like https://app.example.com, got "auth.example.com/revocations"`,
+	"bad-revocations-stale.yaml":        `bad-revocations-stale.yaml:4: keys.revocations_stale_if_error: must be positive, got 0s`,
 
 	// routes
 	"bad-identity-header.yaml":          `bad-identity-header.yaml:2: routes.identity_header: "X-User Id" is not a valid header name: use letters, digits and !#$%&'*+-.^_` + "`" + `|~ (RFC 9110)`,

@@ -55,6 +55,7 @@ func (c Config) Validate() error {
 	p.proxy(c.Proxy)
 	p.limits(c.Limits)
 	p.email(c)
+	p.revocation(c.Revocation)
 	p.check("metrics.listen", checkListen(c.Metrics.Listen))
 	if c.Metrics.Listen == c.Listen && checkListen(c.Listen) == nil && !strings.HasSuffix(c.Listen, ":0") {
 		p.addRelated("metrics.listen", "listen", "must differ from listen (both are %q)", c.Listen)
@@ -111,6 +112,27 @@ func (p *problems) keys(k Keys, mode Mode) {
 	}
 	if k.JWKSCAFile != "" && k.JWKSURL == "" {
 		p.addRelated("keys.jwks_ca_file", "keys.jwks_url", "is only used with keys.jwks_url, which is not set")
+	}
+	p.positive("keys.revocations_stale_if_error", k.RevocationsStaleIfError)
+	switch {
+	case k.RevocationsURL == RevocationsAuto:
+	case mode != ModeVerifier:
+		p.addRelated("keys.revocations_url", "mode", `is only for mode verifier (leave it "auto"): a full sidecar reads revocations from its own database`)
+	case k.RevocationsURL != "":
+		p.check("keys.revocations_url", checkHTTPURL(k.RevocationsURL))
+	}
+}
+
+// Poll interval bounds: below 100ms a fleet's polls are load for nothing;
+// above a minute revocation is no longer "in seconds".
+const (
+	minPollInterval = Duration(100 * time.Millisecond)
+	maxPollInterval = Duration(time.Minute)
+)
+
+func (p *problems) revocation(r Revocation) {
+	if r.PollInterval < minPollInterval || r.PollInterval > maxPollInterval {
+		p.add("revocation.poll_interval", "must be between %s and %s, got %s", minPollInterval, maxPollInterval, r.PollInterval)
 	}
 }
 

@@ -201,9 +201,10 @@ func TestValidateReportsEveryProblem(t *testing.T) {
 		"auth.secret_env", "auth.jwt_ttl", "auth.session_ttl", "auth.session_update_age",
 		"auth.cookie_name", "auth.cookie_same_site", "auth.min_password_length",
 		"auth.reset_token_ttl", "auth.verification_token_ttl",
-		"keys.max_age", "keys.cooldown", "keys.stale_if_error", "routes.identity_header",
+		"keys.max_age", "keys.cooldown", "keys.stale_if_error",
+		"keys.revocations_stale_if_error", "keys.revocations_url", "routes.identity_header",
 		"proxy.response_header_timeout", "limits.body_bytes",
-		"email.delivery", "email.max_attempts", "metrics.listen",
+		"email.delivery", "email.max_attempts", "revocation.poll_interval", "metrics.listen",
 		"log.format", "log.level", "shutdown.grace",
 	}
 	if !reflect.DeepEqual(got, want) {
