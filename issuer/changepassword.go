@@ -5,8 +5,11 @@ import (
 )
 
 // changePassword replaces the password of the cookie session's user after
-// checking the current one; revokeOtherSessions signs out every other
-// session. Issued JWTs stay valid (docs/protocol.md).
+// checking the current one. With revokeOtherSessions every other session
+// ends and every JWT of the user issued up to now is revoked, in the same
+// transaction; this session goes on (Better Auth starts a new one and
+// returns its token; docs/revocation.md). Without it, sessions and JWTs
+// are kept.
 func (iss *Issuer) changePassword(w http.ResponseWriter, r *http.Request) *apiError {
 	f, apiErr := readFields(w, r, iss.bodyBytes, false)
 	if apiErr != nil {
@@ -46,13 +49,11 @@ func (iss *Issuer) changePassword(w http.ResponseWriter, r *http.Request) *apiEr
 	if err != nil {
 		return hashErr(w, err)
 	}
-	if err := iss.store.SetPassword(r.Context(), u.ID, newHash, iss.now().UTC().Truncate(timeUnit)); err != nil {
+	// With revoke, every other session ends and every JWT of the user
+	// issued up to now is revoked, this session's included: the caller
+	// gets a fresh one at its next get-session, stamped after the cutoff.
+	if err := iss.store.ChangePassword(r.Context(), u.ID, newHash, s.Token, revoke, iss.stamp()); err != nil {
 		return storeErr(err)
-	}
-	if revoke {
-		if err := iss.store.DeleteOtherSessions(r.Context(), u.ID, s.Token); err != nil {
-			return storeErr(err)
-		}
 	}
 	writeJSON(w, http.StatusOK, struct {
 		Token *string  `json:"token"`

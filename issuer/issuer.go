@@ -52,6 +52,9 @@ type Options struct {
 	// Recovery turns on password reset and email verification by mail.
 	// Zero: off.
 	Recovery RecoveryOptions
+	// Accounts is what users may do with their sessions and account.
+	// Zero: sign-out revokes its JWTs, delete-user is off.
+	Accounts AccountOptions
 	// ClientIP names the client of a request for rate limits and session
 	// records. Zero: the TCP peer address. The proxy supplies one that
 	// believes X-Forwarded-For only from trusted proxies.
@@ -118,6 +121,7 @@ type Issuer struct {
 	dummyHash  string
 	metrics    *metrics
 	rec        *recovery
+	acct       AccountOptions
 
 	// Rebuilt by apply (New and each Reload): the limits, the origins
 	// trusted, the client IP and the routes that close over them. hasher
@@ -206,6 +210,7 @@ func New(ctx context.Context, o Options) (*Issuer, error) {
 		now:        o.Now,
 		metrics:    newMetrics(o.Registerer),
 		rec:        newRecovery(o.Recovery),
+		acct:       o.Accounts,
 	}
 	if err := iss.apply(ReloadOptions{TrustedOrigins: o.TrustedOrigins, Limits: o.Limits, ClientIP: o.ClientIP}); err != nil {
 		return nil, err
@@ -245,7 +250,15 @@ func (iss *Issuer) routeTable() map[string]map[string]handlerFunc {
 		"/jwks":            {http.MethodGet: iss.jwks, http.MethodHead: iss.jwks},
 		"/sign-out":        {http.MethodPost: iss.signOut},
 		"/change-password": {http.MethodPost: iss.changePassword},
-		"/ok":              {http.MethodGet: iss.ok, http.MethodHead: iss.ok},
+
+		"/list-sessions":         {http.MethodGet: iss.listSessions},
+		"/revoke-session":        {http.MethodPost: iss.revokeSession},
+		"/revoke-sessions":       {http.MethodPost: iss.revokeSessions},
+		"/revoke-other-sessions": {http.MethodPost: iss.revokeOtherSessions},
+		"/update-user":           {http.MethodPost: iss.updateUser},
+		"/change-email":          {http.MethodPost: iss.changeEmail},
+		"/delete-user":           {http.MethodPost: iss.deleteUser},
+		"/ok":                    {http.MethodGet: iss.ok, http.MethodHead: iss.ok},
 
 		"/request-password-reset":  {http.MethodPost: iss.requestPasswordReset},
 		"/reset-password":          {http.MethodPost: iss.resetPassword},

@@ -48,13 +48,20 @@ func (iss *Issuer) mailBudget(ctx context.Context, kind mail.Kind, email string)
 // the token. No limit is applied: the issuer takes its own first, and the
 // operator's "outbox retry" is one message.
 func QueueLink(ctx context.Context, store Store, seal Sealer, kind mail.Kind, u User, link func(token string) string, ttl time.Duration, now time.Time) (string, error) {
+	return queueLink(ctx, store, seal, kind, kind, u, link, ttl, now)
+}
+
+// queueLink is QueueLink for a token of tokenKind mailed as a message of
+// kind to u.Email: a change of address is mailed to the new address as a
+// verification of it.
+func queueLink(ctx context.Context, store Store, seal Sealer, tokenKind, kind mail.Kind, u User, link func(token string) string, ttl time.Duration, now time.Time) (string, error) {
 	tok, hash, err := newLinkToken()
 	if err != nil {
 		return "", err
 	}
 	id := mail.NewID()
 	now = now.UTC().Truncate(timeUnit)
-	t := RecoveryToken{Hash: hash, Kind: kind, UserID: u.ID, Email: u.Email, ExpiresAt: now.Add(ttl), CreatedAt: now}
+	t := RecoveryToken{Hash: hash, Kind: tokenKind, UserID: u.ID, Email: u.Email, ExpiresAt: now.Add(ttl), CreatedAt: now}
 	sealed, err := seal.Seal(id, mail.Message{
 		Kind: kind, To: u.Email, URL: link(tok), TokenExpiresAt: t.ExpiresAt,
 		User: mail.User{ID: u.ID, Email: u.Email, Name: u.Name},

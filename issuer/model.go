@@ -18,6 +18,22 @@ type User struct {
 	Image         *string // nil when unset
 	CreatedAt     time.Time
 	UpdatedAt     time.Time
+	// Ban is set by an operator ("users ban"): a banned user cannot sign
+	// in, and every session and JWT it held was revoked with the ban.
+	Ban Ban
+}
+
+// Ban is a user's ban, named as Better Auth's admin plugin names its
+// fields. The zero Ban is none.
+type Ban struct {
+	Banned  bool
+	Reason  string    // empty: none given
+	Expires time.Time // zero: never
+}
+
+// Active reports whether the ban holds at now: set, and not expired.
+func (b Ban) Active(now time.Time) bool {
+	return b.Banned && (b.Expires.IsZero() || now.Before(b.Expires))
 }
 
 // Session is a cookie session record. Token is the secret the cookie carries.
@@ -64,9 +80,8 @@ type Store interface {
 	SessionByToken(ctx context.Context, token string) (Session, User, error)
 	ExtendSession(ctx context.Context, id string, expiresAt, now time.Time) error
 	// DeleteSession deletes by token; deleting nothing is not an error.
+	// It revokes nothing: it drops expired sessions.
 	DeleteSession(ctx context.Context, token string) error
-	// DeleteOtherSessions deletes every session of userID except keepToken.
-	DeleteOtherSessions(ctx context.Context, userID, keepToken string) error
 	Keys(ctx context.Context) ([]KeyRecord, error)
 	InsertKey(ctx context.Context, k KeyRecord) error
 	// SetKeyExpiry sets a key's expires_at (the end of its signing period).
@@ -92,13 +107,54 @@ type Store interface {
 	// (ErrNotFound when missing or expired), deletes the user's other
 	// reset tokens, writes the password hash into the credential account,
 	// marks the email verified and, when revokeSessions, deletes every
-	// session of the user. It returns the user and the sessions deleted.
+	// session of the user and revokes every JWT of the user issued up to
+	// now. It returns the user and the sessions deleted.
 	ResetPassword(ctx context.Context, hash [32]byte, passwordHash string, revokeSessions bool, now time.Time) (User, int, error)
 	// VerifyEmail, in one transaction, spends the verification token
 	// (ErrNotFound when missing, expired, or the user's email is no longer
 	// the one it was sent to), marks the email verified and deletes the
 	// user's other verification tokens. wasVerified is the state before.
 	VerifyEmail(ctx context.Context, hash [32]byte, now time.Time) (u User, wasVerified bool, err error)
+
+	SessionStore
+}
+
+// SessionStore is what the endpoints users control their sessions and
+// account with need (list-sessions, revoke-session(s), change-password,
+// update-user, change-email, delete-user). A revocation is written in the
+// transaction of what causes it: revoking a session revokes every JWT
+// minted from it (the JWT's sid), revoking a user every JWT of the user
+// issued up to now.
+type SessionStore interface {
+	// Sessions returns the user's sessions that expire after now, oldest
+	// first.
+	Sessions(ctx context.Context, userID string, now time.Time) ([]Session, error)
+	// EndSession deletes the session with token, only if it belongs to
+	// userID when userID is not empty, and when revoke revokes the JWTs
+	// minted from it, in one transaction. ended is false when there was no
+	// such session.
+	EndSession(ctx context.Context, token, userID string, revoke bool, now time.Time) (ended bool, err error)
+	// EndSessions deletes every session of userID but the one with
+	// keepToken (all of them when it is empty) and, in the same
+	// transaction, revokes: with cutoff, every JWT of the user issued up to
+	// now; without, the JWTs of each session it deleted. It returns how
+	// many sessions it deleted.
+	EndSessions(ctx context.Context, userID, keepToken string, cutoff bool, now time.Time) (int, error)
+	// ChangePassword replaces the user's password hash (ErrNotFound when
+	// it has none). With revoke, in the same transaction it deletes every
+	// session of the user but keepToken's and revokes every JWT of the
+	// user issued up to now.
+	ChangePassword(ctx context.Context, userID, hash, keepToken string, revoke bool, now time.Time) error
+	// UpdateUser sets the name and the image (a nil image pointer leaves
+	// it, a pointer to nil clears it) and returns the user as it is now.
+	UpdateUser(ctx context.Context, userID string, name *string, image **string, now time.Time) (User, error)
+	// SetEmail changes the user's address and marks it unverified:
+	// ErrEmailTaken when another user has it.
+	SetEmail(ctx context.Context, userID, email string, now time.Time) (User, error)
+	// DeleteUser deletes the user with its sessions, accounts, roles and
+	// tokens, and revokes every JWT of the user issued up to now, in one
+	// transaction. ErrNotFound when there is no such user.
+	DeleteUser(ctx context.Context, userID string, now time.Time) error
 }
 
 // Store errors. Implementations return these (possibly wrapped).

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/authsidecar/authsidecar/mail"
+	"github.com/authsidecar/authsidecar/revocation"
 )
 
 // The records below are what the admin CLI and "db copy" read and write
@@ -45,7 +46,8 @@ type Account struct {
 }
 
 // Snapshot is every row a store holds that "db copy" moves: users,
-// accounts, sessions, signing keys, roles, recovery tokens and the outbox.
+// accounts, sessions, signing keys, roles, recovery tokens, the outbox and
+// the revocations.
 // Rate-limit buckets are not part of it: they refill by themselves.
 type Snapshot struct {
 	Users    []User
@@ -62,4 +64,8 @@ type Snapshot struct {
 	// as the record "outbox list" shows. Leases do not move: the target's
 	// workers claim the pending rows afresh.
 	Outbox []mail.Queued
+	// Revocations move with their ids, so a verifier's feed cursor and
+	// every poller's stay meaningful; a revocation left behind would bring
+	// the tokens it took back to life.
+	Revocations []revocation.Record
 }

@@ -67,7 +67,10 @@ func (sr *SessionReader) lookup(ctx context.Context, r *http.Request, readOnly b
 	if err != nil {
 		return Session{}, User{}, false, false, err
 	}
-	if !sr.now().Before(s.ExpiresAt) {
+	// A banned user's session is no session (the ban ended them all; one a
+	// sign-in created while the ban committed ends here), and a JWT is
+	// minted only from a session found here.
+	if !sr.now().Before(s.ExpiresAt) || u.Ban.Active(sr.now()) {
 		if !readOnly {
 			if err := sr.store.DeleteSession(ctx, token); err != nil {
 				return Session{}, User{}, false, false, err
@@ -136,7 +139,7 @@ func (iss *Issuer) getSession(w http.ResponseWriter, r *http.Request) *apiError 
 		if s, err = iss.maybeExtend(r.Context(), w, s); err != nil {
 			return storeErr(err)
 		}
-		jwt, apiErr := iss.issueJWT(r.Context(), u)
+		jwt, apiErr := iss.issueJWT(r.Context(), u, s.ID)
 		if apiErr != nil {
 			return apiErr
 		}
@@ -165,15 +168,16 @@ func (iss *Issuer) maybeExtend(ctx context.Context, w http.ResponseWriter, s Ses
 	return s, nil
 }
 
-// issueJWT signs a JWT for u with the current signing key. It reads the
-// key records (docs/protocol.md), which is how a key rotated by another process
-// is picked up without a restart.
-func (iss *Issuer) issueJWT(ctx context.Context, u User) (string, *apiError) {
+// issueJWT signs a JWT for u, minted from the session sid, with the
+// current signing key. It reads the key records (docs/protocol.md), which
+// is how a key rotated by another process is picked up without a restart.
+func (iss *Issuer) issueJWT(ctx context.Context, u User, sid string) (string, *apiError) {
 	key, err := iss.keys.signingKey(ctx)
 	if err != nil {
 		return "", storeErr(err)
 	}
-	jwt, err := signJWT(key, u, iss.jwtIssuer, iss.now(), iss.jwtTTL)
+	now := iss.now()
+	jwt, err := signJWT(key, u, sid, iss.jwtIssuer, now, iss.issuedAt(u, now), iss.jwtTTL)
 	if err != nil {
 		return "", errInternal(err)
 	}
@@ -184,14 +188,14 @@ func (iss *Issuer) issueJWT(ctx context.Context, u User) (string, *apiError) {
 // token is Better Auth's GET /token: the JWT in the body.
 func (iss *Issuer) token(w http.ResponseWriter, r *http.Request) *apiError {
 	w.Header().Set("Cache-Control", "no-store")
-	_, u, found, _, err := iss.lookup(r.Context(), r, false)
+	s, u, found, _, err := iss.lookup(r.Context(), r, false)
 	if err != nil {
 		return storeErr(err)
 	}
 	if !found {
 		return errUnauthorized
 	}
-	jwt, apiErr := iss.issueJWT(r.Context(), u)
+	jwt, apiErr := iss.issueJWT(r.Context(), u, s.ID)
 	if apiErr != nil {
 		return apiErr
 	}
@@ -201,14 +205,16 @@ func (iss *Issuer) token(w http.ResponseWriter, r *http.Request) *apiError {
 	return nil
 }
 
-// signOut deletes the session and expires the cookie. JWTs already issued
-// stay valid until they expire (docs/protocol.md: no immediate revocation).
+// signOut deletes the session, revokes the JWTs minted from it (unless
+// the operator keeps them: auth.revoke_jwt_on_sign_out) in the same
+// transaction, and expires the cookie. The user's other sessions and
+// their JWTs go on.
 func (iss *Issuer) signOut(w http.ResponseWriter, r *http.Request) *apiError {
 	if _, apiErr := readFields(w, r, iss.bodyBytes, false); apiErr != nil {
 		return apiErr
 	}
 	if token, ok := iss.cookies.token(r); ok {
-		if err := iss.store.DeleteSession(r.Context(), token); err != nil {
+		if _, err := iss.store.EndSession(r.Context(), token, "", !iss.acct.KeepJWTsOnSignOut, iss.stamp()); err != nil {
 			return storeErr(err)
 		}
 	}

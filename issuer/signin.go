@@ -78,6 +78,12 @@ func (iss *Issuer) signIn(w http.ResponseWriter, r *http.Request) *apiError {
 		}
 		return errEmailNotVerified
 	}
+	if u.Ban.Active(iss.now()) {
+		// After the password, as Better Auth's admin plugin does it: a
+		// ban is no answer to a guess.
+		iss.log.Info("sign-in refused: user banned", "user_id", u.ID)
+		return errBanned
+	}
 	s, err := iss.newSession(r, u.ID, remember)
 	if err != nil {
 		return errInternal(err)

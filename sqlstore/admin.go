@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/authsidecar/authsidecar/issuer"
+	"github.com/authsidecar/authsidecar/revocation"
 )
 
 // The methods in this file serve the admin CLI, not requests. Emails are
@@ -68,12 +69,12 @@ func (db *DB) Users(ctx context.Context, now time.Time) ([]issuer.UserSummary, e
 }
 
 // DeleteUserByEmail deletes the user; its sessions, roles and accounts go
-// with it (ON DELETE CASCADE; Open turns foreign keys on). JWTs already
-// issued to it are not affected: nothing can reach them.
-func (db *DB) DeleteUserByEmail(ctx context.Context, email string) (issuer.DeletedUser, error) {
+// with it (ON DELETE CASCADE; Open turns foreign keys on), and every JWT
+// issued to it up to now is revoked in the same transaction.
+func (db *DB) DeleteUserByEmail(ctx context.Context, email string, now time.Time) (issuer.DeletedUser, error) {
 	db.observe(ctx, "delete_user")
 	var d issuer.DeletedUser
-	err := db.withTx(ctx, func(t tx) error {
+	err := db.revokeTx(ctx, func(t tx, revs *[]revocation.Record) error {
 		var err error
 		d.User, err = scanUser(t.queryRow(ctx, `SELECT `+userColumns+` FROM "user" u WHERE u.email = ?`, email))
 		if errors.Is(err, sql.ErrNoRows) {
@@ -91,6 +92,7 @@ func (db *DB) DeleteUserByEmail(ctx context.Context, email string) (issuer.Delet
 		if _, err := t.exec(ctx, `DELETE FROM "user" WHERE id = ?`, d.User.ID); err != nil {
 			return fmt.Errorf("delete user: %w", err)
 		}
+		*revs = append(*revs, userRevocation(d.User.ID, now))
 		return nil
 	})
 	if err != nil {

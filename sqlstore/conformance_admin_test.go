@@ -87,7 +87,7 @@ func testUsersAndDelete(t *testing.T, db *sqlstore.DB, _ env) {
 		t.Errorf("UserByEmail unknown: got %v, want ErrNotFound", err)
 	}
 
-	d, err := db.DeleteUserByEmail(ctx, "ann@example.com")
+	d, err := db.DeleteUserByEmail(ctx, "ann@example.com", t0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +99,7 @@ func testUsersAndDelete(t *testing.T, db *sqlstore.DB, _ env) {
 	if _, _, err := db.SessionByToken(ctx, "t-u1"); !errors.Is(err, issuer.ErrNotFound) {
 		t.Errorf("deleted user's session: got %v, want ErrNotFound", err)
 	}
-	if _, err := db.DeleteUserByEmail(ctx, "ann@example.com"); !errors.Is(err, issuer.ErrNotFound) {
+	if _, err := db.DeleteUserByEmail(ctx, "ann@example.com", t0); !errors.Is(err, issuer.ErrNotFound) {
 		t.Errorf("deleting again: got %v, want ErrNotFound", err)
 	}
 	// The email is free again.

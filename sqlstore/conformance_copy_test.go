@@ -11,6 +11,7 @@ import (
 
 	"github.com/authsidecar/authsidecar/issuer"
 	"github.com/authsidecar/authsidecar/mail"
+	"github.com/authsidecar/authsidecar/revocation"
 	"github.com/authsidecar/authsidecar/sqlstore"
 )
 
@@ -22,7 +23,8 @@ func fill(t *testing.T, db *sqlstore.DB, e env) issuer.Snapshot {
 	at := t0.Add(123 * time.Millisecond)
 	img := "https://example.com/ann.png"
 	ann := issuer.User{ID: "u1", Name: "Ann", Email: "ann@example.com", EmailVerified: true, Image: &img, CreatedAt: t0, UpdatedAt: at}
-	bob := issuer.User{ID: "u2", Name: "Bob", Email: "bob@example.com", CreatedAt: at, UpdatedAt: at}
+	bob := issuer.User{ID: "u2", Name: "Bob", Email: "bob@example.com", CreatedAt: at, UpdatedAt: at,
+		Ban: issuer.Ban{Banned: true, Reason: "spam", Expires: at.Add(24 * time.Hour)}}
 	annS := issuer.Session{ID: "s1", Token: "t1", UserID: "u1", ExpiresAt: t0.Add(time.Hour), CreatedAt: t0, UpdatedAt: t0, IPAddress: "2001:db8::1", UserAgent: "UA", Remember: true}
 	bobS := issuer.Session{ID: "s2", Token: "t2", UserID: "u2", ExpiresAt: at.Add(time.Hour), CreatedAt: at, UpdatedAt: at}
 	annS2 := issuer.Session{ID: "s3", Token: "t3", UserID: "u1", ExpiresAt: t0.Add(2 * time.Hour), CreatedAt: t0, UpdatedAt: t0, Remember: false}
@@ -74,6 +76,24 @@ func fill(t *testing.T, db *sqlstore.DB, e env) issuer.Snapshot {
 	if err := db.FailOutbox(ctx, r2.msg.ID, "w", time.Time{}, "550 mailbox unavailable", true, at.Add(3*time.Second)); err != nil {
 		t.Fatal(err)
 	}
+	// Revocations: everyone's, a session's and a deleted user's, ids 1 to 3.
+	if err := db.RevokeAll(ctx, at); err != nil {
+		t.Fatal(err)
+	}
+	gone := issuer.Session{ID: "s9", Token: "t9", UserID: "u1", ExpiresAt: at.Add(time.Hour), CreatedAt: at, UpdatedAt: at}
+	if err := db.CreateSession(ctx, gone); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.EndSession(ctx, "t9", "", true, at.Add(time.Millisecond)); err != nil {
+		t.Fatal(err)
+	}
+	carl, carlS := newUser("u3", "carl@example.com", t0)
+	if err := db.CreateUser(ctx, carl, "h", carlS); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.DeleteUser(ctx, "u3", at.Add(2*time.Millisecond)); err != nil {
+		t.Fatal(err)
+	}
 	pending, delivered, dead := r1.msg, v2.msg, r2.msg
 	pending.Attempts, pending.LastError, pending.NextAttemptAt = 1, "dial tcp: i/o timeout", at.Add(time.Minute)
 	delivered.Sealed, delivered.State, delivered.DeliveredAt = nil, "delivered", at.Add(2*time.Second)
@@ -88,7 +108,12 @@ func fill(t *testing.T, db *sqlstore.DB, e env) issuer.Snapshot {
 			{ID: "gh1", AccountID: "4242", ProviderID: "github", UserID: "u1", CreatedAt: t0, UpdatedAt: at},
 		},
 		Sessions: []issuer.Session{annS, bobS, annS2},
-		Keys:     []issuer.KeyRecord{k1, k2},
+		Revocations: []revocation.Record{
+			{ID: 1, Kind: revocation.KindAll, At: at},
+			{ID: 2, Kind: revocation.KindSession, Subject: "s9", At: at.Add(time.Millisecond)},
+			{ID: 3, Kind: revocation.KindUser, Subject: "u3", At: at.Add(2 * time.Millisecond)},
+		},
+		Keys: []issuer.KeyRecord{k1, k2},
 		Roles: []issuer.RoleGrant{
 			{UserID: "u1", Email: "ann@example.com", Role: "admin", CreatedAt: at},
 			{UserID: "u1", Email: "ann@example.com", Role: "ops", CreatedAt: at},
@@ -164,6 +189,16 @@ func testExportImportRoundTrip(t *testing.T, db *sqlstore.DB, e env) {
 	if ok, err := other.HasAnyRole(ctx, "u2", []string{"ops"}); err != nil || !ok {
 		t.Errorf("role in the %s copy: got %v %v, want true", other.Engine(), ok, err)
 	}
+	// Revocations keep their ids, and the next one written takes the next
+	// id: a poller's or a verifier's cursor from before the move holds.
+	for _, d := range []*sqlstore.DB{same, other} {
+		if err := d.RevokeAll(ctx, t0); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := d.RevocationsSince(ctx, 3, 10); err != nil || len(got) != 1 || got[0].ID != 4 {
+			t.Errorf("a revocation after the import into %s: got %+v %v, want id 4", d.Engine(), got, err)
+		}
+	}
 	// A link mailed before the move still works after it, and the mail
 	// not yet delivered is delivered by the target, with its payload.
 	for _, r := range want.RecoveryTokens {
@@ -204,9 +239,10 @@ func testImportRefusesNonEmpty(t *testing.T, db *sqlstore.DB, e env) {
 				return err
 			}
 			issueToken(t, d, mail.PasswordReset, "x", "x@example.com", t0, time.Hour)
-			_, err := d.DeleteUserByEmail(ctx, "x@example.com")
+			_, err := d.DeleteUserByEmail(ctx, "x@example.com", t0)
 			return err
 		}},
+		{"only a revocation", func(d *sqlstore.DB) error { return d.RevokeAll(ctx, t0) }},
 	}
 	for _, tt := range tests {
 		target := e.freshSelf(t)
@@ -280,6 +316,7 @@ func testImportIsAllOrNothing(t *testing.T, db *sqlstore.DB, e env) {
 		}},
 		{"duplicate token", func(s *issuer.Snapshot) { s.RecoveryTokens = append(s.RecoveryTokens, s.RecoveryTokens[0]) }},
 		{"duplicate outbox id", func(s *issuer.Snapshot) { s.Outbox = append(s.Outbox, s.Outbox[0]) }},
+		{"duplicate revocation id", func(s *issuer.Snapshot) { s.Revocations = append(s.Revocations, s.Revocations[0]) }},
 		// The schema keeps a payload only while a row is pending.
 		{"delivered row with a payload", func(s *issuer.Snapshot) {
 			s.Outbox = append(s.Outbox, mail.Queued{ID: "msg_x", Kind: mail.PasswordReset, Sealed: []byte("sealed"), State: "delivered", CreatedAt: t0, NextAttemptAt: t0, DeliveredAt: t0})

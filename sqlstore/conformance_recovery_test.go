@@ -554,7 +554,7 @@ func testDeleteUserCascadesTokens(t *testing.T, db *sqlstore.DB, _ env) {
 	r := issueToken(t, db, mail.PasswordReset, "u1", "ann@example.com", t0, time.Hour)
 	issueToken(t, db, mail.EmailVerification, "u1", "ann@example.com", t0, time.Hour)
 	bob := issueToken(t, db, mail.PasswordReset, "u2", "bob@example.com", t0, time.Hour)
-	if _, err := db.DeleteUserByEmail(ctx, "ann@example.com"); err != nil {
+	if _, err := db.DeleteUserByEmail(ctx, "ann@example.com", t0); err != nil {
 		t.Fatal(err)
 	}
 	wantCounts(t, db, map[string]int{"recovery_token": 1, "outbox": 3})

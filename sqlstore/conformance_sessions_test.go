@@ -81,9 +81,10 @@ func testSessions(t *testing.T, db *sqlstore.DB, _ env) {
 	wantCounts(t, db, map[string]int{"user": 1, "session": 1})
 }
 
-// testDeleteOtherSessions: a user's other sessions go; its kept one and
-// other users' sessions stay.
-func testDeleteOtherSessions(t *testing.T, db *sqlstore.DB, _ env) {
+// testEndSessions: a user's other sessions go; its kept one and other
+// users' stay; with cutoff false each session deleted is revoked, with
+// cutoff true the user is, even when no session was left to delete.
+func testEndSessions(t *testing.T, db *sqlstore.DB, _ env) {
 	ctx := context.Background()
 	mustCreateUser(t, db, "u1", "ann@example.com", t0, t0.Add(time.Hour))
 	mustCreateUser(t, db, "u2", "bob@example.com", t0, t0.Add(time.Hour))
@@ -99,21 +100,31 @@ func testDeleteOtherSessions(t *testing.T, db *sqlstore.DB, _ env) {
 	steps := []struct {
 		name         string
 		user, keep   string
+		cutoff       bool
 		wantSessions []string
+		wantRevoked  []string // kind:subject, in id order
 	}{
-		{"keep one", "u1", "ta2", []string{"b2", "s-u2", "a2"}},
+		{"keep one", "u1", "ta2", false, []string{"b2", "s-u2", "a2"}, []string{"session:a3", "session:s-u1"}},
 		// keepToken belongs to someone else: every session of u2 goes, u1's
 		// kept one stays.
-		{"keep another user's", "u2", "ta2", []string{"a2"}},
-		{"unknown user", "nobody", "", []string{"a2"}},
-		{"keep none", "u1", "", nil},
+		{"keep another user's", "u2", "ta2", false, []string{"a2"}, []string{"session:b2", "session:s-u2"}},
+		{"unknown user", "nobody", "", false, []string{"a2"}, nil},
+		{"keep none, cutoff", "u1", "", true, nil, []string{"user:u1"}},
+		{"nothing left, cutoff", "u2", "", true, nil, []string{"user:u2"}},
 	}
+	var after int64
 	for _, st := range steps {
-		if err := db.DeleteOtherSessions(ctx, st.user, st.keep); err != nil {
+		if _, err := db.EndSessions(ctx, st.user, st.keep, st.cutoff, t0); err != nil {
 			t.Fatalf("%s: %v", st.name, err)
 		}
 		if got, want := sessionIDs(t, db), sorted(st.wantSessions); !reflect.DeepEqual(got, want) {
 			t.Errorf("%s: got sessions %q, want %q", st.name, got, want)
+		}
+		var got []string
+		got, after = revokedSince(t, db, after)
+		sort.Strings(got)
+		if !reflect.DeepEqual(got, st.wantRevoked) {
+			t.Errorf("%s: got revocations %q, want %q", st.name, got, st.wantRevoked)
 		}
 	}
 }

@@ -41,7 +41,7 @@ var conformanceCases = []struct {
 	{"Passwords", testPasswords},
 
 	{"Sessions", testSessions},
-	{"DeleteOtherSessions", testDeleteOtherSessions},
+	{"EndSessions", testEndSessions},
 
 	{"Keys", testKeys},
 	{"KeysNullColumns", testKeysNullColumns},
@@ -75,6 +75,11 @@ var conformanceCases = []struct {
 	{"RetryOutbox", testRetryOutbox},
 	{"ReleaseOutbox", testReleaseOutbox},
 	{"OutboxSweep", testOutboxSweep},
+
+	{"RevocationsWithTheirCause", testRevocationsWithTheirCause},
+	{"Bans", testBans},
+	{"RevocationsSinceAndSweep", testRevocationsSinceAndSweep},
+	{"RevocationsConcurrentWriters", testRevocationsConcurrentWriters},
 
 	{"ExportImportRoundTrip", testExportImportRoundTrip},
 	{"ImportRefusesNonEmpty", testImportRefusesNonEmpty},
@@ -188,7 +193,7 @@ var t0 = time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
 // wantCounts checks the number of rows in each table.
 func wantCounts(t *testing.T, db *sqlstore.DB, want map[string]int) {
 	t.Helper()
-	for _, table := range []string{"user", "account", "session", "jwks", "user_role", "recovery_token", "outbox"} {
+	for _, table := range []string{"user", "account", "session", "jwks", "user_role", "recovery_token", "outbox", "revocation"} {
 		w, ok := want[table]
 		if !ok {
 			continue
@@ -206,7 +211,7 @@ func wantCounts(t *testing.T, db *sqlstore.DB, want map[string]int) {
 
 // empty is wantCounts' map for an empty database.
 func empty() map[string]int {
-	return map[string]int{"user": 0, "account": 0, "session": 0, "jwks": 0, "user_role": 0, "recovery_token": 0, "outbox": 0}
+	return map[string]int{"user": 0, "account": 0, "session": 0, "jwks": 0, "user_role": 0, "recovery_token": 0, "outbox": 0, "revocation": 0}
 }
 
 func ptr[T any](v T) *T { return &v }

@@ -8,14 +8,15 @@ import (
 
 	"github.com/authsidecar/authsidecar/issuer"
 	"github.com/authsidecar/authsidecar/mail"
+	"github.com/authsidecar/authsidecar/revocation"
 )
 
 // ErrNotEmpty: Import refuses a database that already holds rows; a copy
 // merged into live data could not be told apart from it afterwards.
 var ErrNotEmpty = errors.New("target database is not empty")
 
-// Export reads every user, account, session, key, role, recovery token and
-// outbox row (pending ones with their sealed payload, leases left out) in
+// Export reads every user, account, session, key, role, recovery token,
+// revocation and outbox row (pending ones with their sealed payload, leases left out) in
 // one read transaction, so the snapshot is consistent while the source
 // serves.
 func (db *DB) Export(ctx context.Context) (issuer.Snapshot, error) {
@@ -88,6 +89,18 @@ func (db *DB) Export(ctx context.Context) (issuer.Snapshot, error) {
 		{"outbox", `SELECT ` + queuedColumns + ` FROM outbox ORDER BY created_at, id`, func(rows *sql.Rows) error {
 			q, err := scanQueued(rows, true)
 			snap.Outbox = append(snap.Outbox, q)
+			return err
+		}},
+		{"revocation", `SELECT id, kind, subject, at FROM revocation ORDER BY id`, func(rows *sql.Rows) error {
+			var r revocation.Record
+			var kind string
+			var at int64
+			if err := rows.Scan(&r.ID, &kind, &r.Subject, &at); err != nil {
+				return err
+			}
+			k, err := revocation.ParseKind(kind)
+			r.Kind, r.At = k, fromMS(at)
+			snap.Revocations = append(snap.Revocations, r)
 			return err
 		}},
 	}
@@ -166,6 +179,17 @@ func (db *DB) Import(ctx context.Context, snap issuer.Snapshot) error {
 		for _, q := range snap.Outbox {
 			if err := insertOutbox(ctx, t, q); err != nil {
 				return fmt.Errorf("import: %w", err)
+			}
+		}
+		for _, r := range snap.Revocations {
+			if _, err := t.exec(ctx, `INSERT INTO revocation (id, kind, subject, at) VALUES (?, ?, ?, ?)`, r.ID, r.Kind.String(), r.Subject, ms(r.At)); err != nil {
+				return fmt.Errorf("import: insert revocation %d: %w", r.ID, err)
+			}
+		}
+		if len(snap.Revocations) > 0 && t.db.dl.resetRevocationIDs != "" {
+			// Explicit ids leave the sequence behind them.
+			if _, err := t.exec(ctx, t.db.dl.resetRevocationIDs); err != nil {
+				return fmt.Errorf("import: revocation ids: %w", err)
 			}
 		}
 		return nil

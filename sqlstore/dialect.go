@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 
@@ -29,6 +30,13 @@ type dialect struct {
 	// nothing: its write transactions are serialized, so no row is ever
 	// held by another writer.
 	skipLocked string
+	// lockRevocations is run before a transaction inserts revocations, so
+	// their ids become visible in order (revocations.go). SQLite needs
+	// nothing: its writers are serialized.
+	lockRevocations string
+	// resetRevocationIDs moves the id sequence past the ids an import
+	// wrote. SQLite's AUTOINCREMENT follows explicit ids by itself.
+	resetRevocationIDs string
 	// emailTaken reports an insert refused by the UNIQUE constraint on
 	// "user".email, and no other: a duplicate id (a broken db copy) must
 	// not read as "email already registered".
@@ -62,11 +70,13 @@ var sqliteDialect = &dialect{
 }
 
 var postgresDialect = &dialect{
-	name:              "postgres",
-	rebind:            dollarPlaceholders,
-	forUpdate:         " FOR UPDATE",
-	skipLocked:        " FOR UPDATE SKIP LOCKED",
-	snapshotIsolation: sql.LevelRepeatableRead,
+	name:               "postgres",
+	rebind:             dollarPlaceholders,
+	forUpdate:          " FOR UPDATE",
+	skipLocked:         " FOR UPDATE SKIP LOCKED",
+	lockRevocations:    fmt.Sprintf("SELECT pg_advisory_xact_lock(%d)", lockRevocations),
+	resetRevocationIDs: `SELECT setval(pg_get_serial_sequence('revocation', 'id'), (SELECT max(id) FROM revocation))`,
+	snapshotIsolation:  sql.LevelRepeatableRead,
 	// SQLSTATE 23505 on the constraint migrations/postgres/0001 names by
 	// default, never the message text, which is localized.
 	emailTaken: func(err error) bool {
@@ -105,4 +115,7 @@ func dollarPlaceholders(q string) string {
 const (
 	lockMigrate int64 = 0x6175_7468_7364_0001 // "authsd" 1
 	lockKeys    int64 = 0x6175_7468_7364_0002
+	// lockRevocations is held by a transaction from its insert of
+	// revocations to its end (pg_advisory_xact_lock).
+	lockRevocations int64 = 0x6175_7468_7364_0003
 )

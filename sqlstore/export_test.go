@@ -10,3 +10,12 @@ func (db *DB) SetUserVersionForTest(ctx context.Context, v int) error {
 	_, err := db.w.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", v))
 	return err
 }
+
+// SlowRevocationCommitsForTest pauses every transaction that inserts
+// revocations for pause() between the insert and its commit, and, when
+// unlocked, leaves out the lock that orders their ids; restore undoes
+// both. Not safe while a store is in use.
+func SlowRevocationCommitsForTest(pause func(), unlocked bool) (restore func()) {
+	testHooks.afterInsert, testHooks.noLock = pause, unlocked
+	return func() { testHooks.afterInsert, testHooks.noLock = nil, false }
+}

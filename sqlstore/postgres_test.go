@@ -253,3 +253,28 @@ func TestPostgresReconnectsAfterRestart(t *testing.T) {
 		t.Errorf("server back: ping: %v", err)
 	}
 }
+
+// TestRevocationHammerCanFail is the hammer without the lock that orders
+// revocation ids: PostgreSQL then commits them out of order, and the
+// poller passes over some. It shows the hammer can catch what the lock
+// prevents.
+func TestRevocationHammerCanFail(t *testing.T) {
+	url := pgtest.URL(t)
+	e := env{db: database{open: func(ctx context.Context) (*sqlstore.DB, error) {
+		return sqlstore.OpenPostgres(ctx, sqlstore.PostgresOptions{URL: url})
+	}}}
+	db := e.db.mustOpen(t)
+	restore := sqlstore.SlowRevocationCommitsForTest(jitter, true)
+	defer restore()
+	written, read := hammer(t, db, e)
+	missed := 0
+	for s := range written {
+		if read[s] == 0 {
+			missed++
+		}
+	}
+	if missed == 0 {
+		t.Errorf("without the lock, a poller read all %d revocations: the hammer cannot tell the lock's work", len(written))
+	}
+	t.Logf("without the lock the poller missed %d of %d revocations", missed, len(written))
+}

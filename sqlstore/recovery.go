@@ -10,6 +10,7 @@ import (
 
 	"github.com/authsidecar/authsidecar/issuer"
 	"github.com/authsidecar/authsidecar/mail"
+	"github.com/authsidecar/authsidecar/revocation"
 )
 
 // Recovery tokens (password reset, email verification) are stored as their
@@ -31,15 +32,18 @@ import (
 // inserts the outbox row q as pending, due at q.CreatedAt, with no
 // attempts (q's State, Attempts and NextAttemptAt are not read). A zero
 // q (no ID) queues nothing: the token alone, for a link an operator
-// prints. Otherwise t.Kind and q.Kind must be the same and q needs a
-// sealed payload. An unknown user is issuer.ErrNotFound. Expired tokens of every user are
+// prints. Otherwise t.Kind and q.Kind must be the same (a change of
+// address, issuer.KindChangeEmail, goes as mail.EmailVerification) and q
+// needs a sealed payload. An unknown user is issuer.ErrNotFound. Expired tokens of every user are
 // swept now and then afterwards, t.CreatedAt being "now".
 func (db *DB) IssueRecoveryToken(ctx context.Context, t issuer.RecoveryToken, q mail.Queued) error {
 	db.observe(ctx, "issue_recovery_token")
 	// No message (q.ID empty) is an operator's link ("users reset-link"),
 	// printed rather than mailed.
 	mailed := q.ID != ""
-	if t.Kind == "" || (mailed && t.Kind != q.Kind) {
+	// A change of address is mailed as a verification of the new one.
+	sameKind := t.Kind == q.Kind || (t.Kind == issuer.KindChangeEmail && q.Kind == mail.EmailVerification)
+	if t.Kind == "" || (mailed && !sameKind) {
 		return fmt.Errorf("issue recovery token: token kind %q and message kind %q: want the same kind", t.Kind, q.Kind)
 	}
 	if mailed && len(q.Sealed) == 0 {
@@ -146,14 +150,15 @@ func spendToken(ctx context.Context, t tx, hash [32]byte, kind mail.Kind) (issue
 // as CreateUser does, when the user has none: a user who only ever signed
 // in otherwise gains a password), sets email_verified (the user read mail
 // sent to the address) and updated_at, and when revokeSessions deletes
-// every session of the user. It returns the user as it now is and how
-// many sessions were deleted.
+// every session of the user and revokes every JWT of the user issued up
+// to now. It returns the user as it now is and how many sessions were
+// deleted.
 func (db *DB) ResetPassword(ctx context.Context, hash [32]byte, passwordHash string, revokeSessions bool, now time.Time) (issuer.User, int, error) {
 	db.observe(ctx, "reset_password")
 	var u issuer.User
 	var revoked int
 	var refused error
-	err := db.withTx(ctx, func(t tx) error {
+	err := db.revokeTx(ctx, func(t tx, revs *[]revocation.Record) error {
 		var tok issuer.RecoveryToken
 		var err error
 		u, tok, err = spendToken(ctx, t, hash, mail.PasswordReset)
@@ -198,6 +203,7 @@ func (db *DB) ResetPassword(ctx context.Context, hash [32]byte, passwordHash str
 				return fmt.Errorf("revoke sessions: %w", err)
 			}
 			revoked = int(n)
+			*revs = append(*revs, userRevocation(u.ID, now))
 		}
 		return nil
 	})
@@ -218,21 +224,39 @@ func (db *DB) ResetPassword(ctx context.Context, hash [32]byte, passwordHash str
 // A token refused for expiry or a changed address is deleted all the
 // same: it can never succeed later (an address changed back included).
 // wasVerified is email_verified before; u is the user as it now is.
+//
+// A change-of-address token (issuer.KindChangeEmail) moves the user to
+// the address it was sent to, verified, unless another user has taken
+// that address since (issuer.ErrNotFound, the token spent).
 func (db *DB) VerifyEmail(ctx context.Context, hash [32]byte, now time.Time) (u issuer.User, wasVerified bool, err error) {
 	db.observe(ctx, "verify_email")
 	var refused error
 	err = db.withTx(ctx, func(t tx) error {
+		var kind string
+		err := t.queryRow(ctx, `SELECT kind FROM recovery_token WHERE hash = ?`, hash[:]).Scan(&kind)
+		if errors.Is(err, sql.ErrNoRows) || (err == nil && mail.Kind(kind) != mail.EmailVerification && mail.Kind(kind) != issuer.KindChangeEmail) {
+			return issuer.ErrNotFound
+		}
+		if err != nil {
+			return fmt.Errorf("read recovery token: %w", err)
+		}
 		var tok issuer.RecoveryToken
-		var err error
-		u, tok, err = spendToken(ctx, t, hash, mail.EmailVerification)
+		u, tok, err = spendToken(ctx, t, hash, mail.Kind(kind))
 		if err != nil {
 			return err
 		}
-		if !tok.ExpiresAt.After(now) || !strings.EqualFold(u.Email, tok.Email) {
+		if !tok.ExpiresAt.After(now) {
 			refused = issuer.ErrNotFound
 			return nil
 		}
 		wasVerified = u.EmailVerified
+		if tok.Kind == issuer.KindChangeEmail {
+			return changeEmail(ctx, t, &u, tok, now, &refused)
+		}
+		if !strings.EqualFold(u.Email, tok.Email) {
+			refused = issuer.ErrNotFound
+			return nil
+		}
 		if !wasVerified {
 			if _, err := t.exec(ctx, `UPDATE "user" SET email_verified = ?, updated_at = ? WHERE id = ?`, true, ms(now), u.ID); err != nil {
 				return fmt.Errorf("set email verified: %w", err)
@@ -251,4 +275,26 @@ func (db *DB) VerifyEmail(ctx context.Context, hash [32]byte, now time.Time) (u 
 		return issuer.User{}, false, err
 	}
 	return u, wasVerified, nil
+}
+
+// changeEmail moves u to the address of the spent change-of-address token
+// tok, verified, and deletes u's other such tokens; when the address is
+// another user's now, it refuses the token instead.
+func changeEmail(ctx context.Context, t tx, u *issuer.User, tok issuer.RecoveryToken, now time.Time, refused *error) error {
+	var taken int
+	if err := t.queryRow(ctx, `SELECT count(*) FROM "user" WHERE email = ? AND id <> ?`, tok.Email, u.ID).Scan(&taken); err != nil {
+		return fmt.Errorf("change email: %w", err)
+	}
+	if taken > 0 {
+		*refused = issuer.ErrNotFound
+		return nil
+	}
+	if _, err := t.exec(ctx, `UPDATE "user" SET email = ?, email_verified = ?, updated_at = ? WHERE id = ?`, tok.Email, true, ms(now), u.ID); err != nil {
+		return fmt.Errorf("change email: %w", err)
+	}
+	u.Email, u.EmailVerified, u.UpdatedAt = tok.Email, true, fromMS(ms(now))
+	if _, err := t.exec(ctx, `DELETE FROM recovery_token WHERE user_id = ? AND kind = ?`, u.ID, string(issuer.KindChangeEmail)); err != nil {
+		return fmt.Errorf("delete other change-of-address tokens: %w", err)
+	}
+	return nil
 }

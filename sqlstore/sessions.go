@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/authsidecar/authsidecar/issuer"
+	"github.com/authsidecar/authsidecar/revocation"
 )
 
 // execer is *DB or tx: both run "?" queries in the engine's syntax.
@@ -91,11 +92,101 @@ func (db *DB) DeleteSession(ctx context.Context, token string) error {
 	return nil
 }
 
-// DeleteOtherSessions deletes the user's sessions except keepToken.
-func (db *DB) DeleteOtherSessions(ctx context.Context, userID, keepToken string) error {
-	db.observe(ctx, "delete_other_sessions")
-	if _, err := db.exec(ctx, `DELETE FROM session WHERE user_id = ? AND token <> ?`, userID, keepToken); err != nil {
-		return fmt.Errorf("delete other sessions: %w", err)
+// Sessions returns the user's sessions that expire after now, oldest
+// first.
+func (db *DB) Sessions(ctx context.Context, userID string, now time.Time) ([]issuer.Session, error) {
+	db.observe(ctx, "list_sessions")
+	rows, err := db.query(ctx, `SELECT `+sessionColumns+` FROM session s WHERE s.user_id = ? AND s.expires_at > ? ORDER BY s.created_at, s.id`, userID, ms(now))
+	if err != nil {
+		return nil, fmt.Errorf("list sessions: %w", err)
 	}
-	return nil
+	defer rows.Close()
+	out := []issuer.Session{}
+	for rows.Next() {
+		s, err := scanSession(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list sessions: %w", err)
+		}
+		out = append(out, s)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list sessions: %w", err)
+	}
+	return out, nil
+}
+
+// EndSession deletes the session with token (of userID, when not empty)
+// and, when revoke, revokes the JWTs minted from it, in one transaction.
+func (db *DB) EndSession(ctx context.Context, token, userID string, revoke bool, now time.Time) (bool, error) {
+	db.observe(ctx, "end_session")
+	ended := false
+	err := db.revokeTx(ctx, func(t tx, revs *[]revocation.Record) error {
+		q, args := `DELETE FROM session WHERE token = ?`, []any{token}
+		if userID != "" {
+			q, args = q+` AND user_id = ?`, append(args, userID)
+		}
+		var id string
+		err := t.queryRow(ctx, q+` RETURNING id`, args...).Scan(&id)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("end session: %w", err)
+		}
+		ended = true
+		if revoke {
+			*revs = append(*revs, sessionRevocation(id, now))
+		}
+		return nil
+	})
+	return ended && err == nil, err
+}
+
+// EndSessions deletes the user's sessions but keepToken's and revokes, in
+// the same transaction, every JWT of the user up to now (cutoff) or those
+// of each session deleted.
+func (db *DB) EndSessions(ctx context.Context, userID, keepToken string, cutoff bool, now time.Time) (int, error) {
+	db.observe(ctx, "end_sessions")
+	n := 0
+	err := db.revokeTx(ctx, func(t tx, revs *[]revocation.Record) error {
+		ids, err := deleteSessions(ctx, t, userID, keepToken)
+		if err != nil {
+			return err
+		}
+		n = len(ids)
+		if cutoff {
+			*revs = append(*revs, userRevocation(userID, now))
+			return nil
+		}
+		for _, id := range ids {
+			*revs = append(*revs, sessionRevocation(id, now))
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	return n, nil
+}
+
+// deleteSessions deletes the user's sessions but keepToken's (every one
+// when it is empty: tokens never are) and returns their ids.
+func deleteSessions(ctx context.Context, t tx, userID, keepToken string) ([]string, error) {
+	rows, err := t.query(ctx, `DELETE FROM session WHERE user_id = ? AND token <> ? RETURNING id`, userID, keepToken)
+	if err != nil {
+		return nil, fmt.Errorf("delete sessions: %w", err)
+	}
+	defer rows.Close()
+	var ids []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, fmt.Errorf("delete sessions: %w", err)
+		}
+		ids = append(ids, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("delete sessions: %w", err)
+	}
+	return ids, nil
 }

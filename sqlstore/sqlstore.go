@@ -26,6 +26,8 @@ import (
 	"fmt"
 	"sync/atomic"
 	"time"
+
+	"github.com/authsidecar/authsidecar/revocation"
 )
 
 // DB is an open authsidecar database.
@@ -46,6 +48,11 @@ type DB struct {
 	// and a short name of the operation: metrics count database work per
 	// route class with it. Set it before the DB is shared. Zero: not called.
 	Observe func(ctx context.Context, op string)
+	// OnRevoke, when set, is called with the revocations a method wrote,
+	// once its transaction has committed: the process that wrote them
+	// applies them at once instead of at its next poll. Set it before the
+	// DB is shared. Zero: not called.
+	OnRevoke func([]revocation.Record)
 }
 
 func (db *DB) observe(ctx context.Context, op string) {
@@ -148,7 +155,7 @@ func (db *DB) query(ctx context.Context, query string, args ...any) (*sql.Rows, 
 
 // tables lists the tables Count accepts and Export copies, parents before
 // children; table names cannot be bound as query parameters.
-var tables = []string{"user", "account", "session", "jwks", "user_role", "recovery_token", "outbox"}
+var tables = []string{"user", "account", "session", "jwks", "user_role", "recovery_token", "outbox", "revocation"}
 
 // Count returns the number of rows in one of the tables.
 func (db *DB) Count(ctx context.Context, table string) (int, error) {

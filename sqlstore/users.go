@@ -37,8 +37,8 @@ func (db *DB) CreateUser(ctx context.Context, u issuer.User, passwordHash string
 // insertUser inserts u; a taken email is issuer.ErrEmailTaken.
 func insertUser(ctx context.Context, t tx, u issuer.User) error {
 	_, err := t.exec(ctx,
-		`INSERT INTO "user" (id, name, email, email_verified, image, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)`,
-		u.ID, u.Name, u.Email, u.EmailVerified, u.Image, ms(u.CreatedAt), ms(u.UpdatedAt))
+		`INSERT INTO "user" (id, name, email, email_verified, image, created_at, updated_at, banned, ban_reason, ban_expires) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		u.ID, u.Name, u.Email, u.EmailVerified, u.Image, ms(u.CreatedAt), ms(u.UpdatedAt), u.Ban.Banned, nullString(u.Ban.Reason), nullMS(u.Ban.Expires))
 	if t.db.dl.emailTaken(err) {
 		return issuer.ErrEmailTaken
 	}
@@ -48,13 +48,14 @@ func insertUser(ctx context.Context, t tx, u issuer.User) error {
 	return nil
 }
 
-const userColumns = `u.id, u.name, u.email, u.email_verified, u.image, u.created_at, u.updated_at`
+const userColumns = `u.id, u.name, u.email, u.email_verified, u.image, u.created_at, u.updated_at, u.banned, u.ban_reason, u.ban_expires`
 
 func scanUser(sc interface{ Scan(...any) error }, extra ...any) (issuer.User, error) {
 	var u issuer.User
-	var image sql.NullString
+	var image, banReason sql.NullString
 	var created, updated int64
-	dest := append([]any{&u.ID, &u.Name, &u.Email, &u.EmailVerified, &image, &created, &updated}, extra...)
+	var banExpires sql.NullInt64
+	dest := append([]any{&u.ID, &u.Name, &u.Email, &u.EmailVerified, &image, &created, &updated, &u.Ban.Banned, &banReason, &banExpires}, extra...)
 	if err := sc.Scan(dest...); err != nil {
 		return issuer.User{}, err
 	}
@@ -62,8 +63,12 @@ func scanUser(sc interface{ Scan(...any) error }, extra ...any) (issuer.User, er
 		u.Image = &image.String
 	}
 	u.CreatedAt, u.UpdatedAt = fromMS(created), fromMS(updated)
+	u.Ban.Reason, u.Ban.Expires = banReason.String, fromNullMS(banExpires)
 	return u, nil
 }
+
+// nullString stores "" as NULL.
+func nullString(s string) sql.NullString { return sql.NullString{String: s, Valid: s != ""} }
 
 // CredentialByEmail returns the user with that (lower-case) email and its
 // password hash.
@@ -99,17 +104,7 @@ func (db *DB) PasswordHash(ctx context.Context, userID string) (string, error) {
 	return hash.String, nil
 }
 
-// SetPassword replaces the credential hash.
+// SetPassword replaces the credential hash; sessions and JWTs are kept.
 func (db *DB) SetPassword(ctx context.Context, userID, hash string, now time.Time) error {
-	db.observe(ctx, "set_password")
-	res, err := db.exec(ctx,
-		`UPDATE account SET password = ?, updated_at = ? WHERE user_id = ? AND provider_id = 'credential'`,
-		hash, ms(now), userID)
-	if err != nil {
-		return fmt.Errorf("set password: %w", err)
-	}
-	if n, _ := res.RowsAffected(); n == 0 {
-		return issuer.ErrNotFound
-	}
-	return nil
+	return db.ChangePassword(ctx, userID, hash, "", false, now)
 }

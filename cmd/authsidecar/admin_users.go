@@ -37,8 +37,9 @@ func cmdUsersList(ctx context.Context, e *cliEnv, _ []string) error {
 	return tw.Flush()
 }
 
-// cmdUsersDelete deletes a user. Its sessions end at once; the JWTs it
-// holds do not, by contract, and the output says so.
+// cmdUsersDelete deletes a user. Its sessions end at once, and its JWTs
+// are revoked in the same transaction: every process refuses them once
+// its poller has read the revocation (revocation.poll_interval).
 func cmdUsersDelete(ctx context.Context, e *cliEnv, args []string) error {
 	email := normEmail(args[0])
 	a, err := openAdmin(ctx, e, false)
@@ -46,14 +47,14 @@ func cmdUsersDelete(ctx context.Context, e *cliEnv, args []string) error {
 		return err
 	}
 	defer a.Close()
-	d, err := a.db.DeleteUserByEmail(ctx, email)
+	d, err := a.db.DeleteUserByEmail(ctx, email, time.Now().UTC().Truncate(time.Millisecond))
 	if err != nil {
 		return notFound(err, email)
 	}
 	fmt.Fprintf(e.stdout, "deleted user %s (id %s) with its %s, %s and password\n",
 		email, d.User.ID, plural(d.Sessions, "session"), plural(d.Roles, "role"))
-	fmt.Fprintf(e.stdout, "JWTs already issued to this user stay valid until they expire (at most auth.jwt_ttl = %s): there is no immediate revocation\n",
-		a.cfg.Auth.JWTTTL)
+	fmt.Fprintf(e.stdout, "every JWT issued to this user is revoked: running sidecars refuse it within revocation.poll_interval (%s)\n",
+		a.cfg.Revocation.PollInterval)
 	return nil
 }
 
