@@ -149,7 +149,9 @@ func TestListAndRevokeSessions(t *testing.T) {
 
 	// revoke-session: another user's token changes nothing and answers the
 	// same; one's own ends it and revokes its JWTs.
-	tokenOf := func(cookie string) string { return e.getSession(cookie).json(t)["session"].(map[string]any)["token"].(string) }
+	tokenOf := func(cookie string) string {
+		return e.getSession(cookie).json(t)["session"].(map[string]any)["token"].(string)
+	}
 	bobToken, bSID := tokenOf(bob), e.sessionID(b)
 	for _, body := range []map[string]any{{"token": bobToken}, {"token": tokenOf(b)}} {
 		if r := e.postJSON("/api/auth/revoke-session", body, "Cookie", a); r.status != 200 || string(r.body) != `{"status":true}` {
