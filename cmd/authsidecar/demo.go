@@ -4,14 +4,11 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
-	"encoding/json"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"time"
 
@@ -156,42 +153,4 @@ Press Ctrl-C to stop.
 // demoUpstream is the demo's app: the demo page at GET / (served through
 // the sidecar, so the page and /api/auth are one origin), a WebSocket echo
 // under /ws/, and the JSON echo for everything else.
-func demoUpstream() http.Handler {
-	mux := http.NewServeMux()
-	mux.Handle("GET /{$}", webclient.DemoPage())
-	mux.Handle("/ws/", webclient.EchoWebSocket())
-	mux.HandleFunc("/", echo)
-	return mux
-}
-
-// echo is the demo upstream: it answers with the request it received.
-var echo = echoAs("authsidecar demo echo")
-
-// echoAs is an echo upstream that says name in its answers, so a walk
-// through several upstreams shows which one answered.
-func echoAs(name string) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) { echoRequest(w, r, name) }
-}
-
-func echoRequest(w http.ResponseWriter, r *http.Request, name string) {
-	io.Copy(io.Discard, io.LimitReader(r.Body, 1<<20))
-	headers := map[string]string{}
-	names := make([]string, 0, len(r.Header))
-	for name := range r.Header {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	for _, name := range names {
-		headers[name] = strings.Join(r.Header.Values(name), ", ")
-	}
-	w.Header().Set("Content-Type", "application/json")
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	enc.Encode(struct {
-		Upstream string            `json:"upstream"`
-		Method   string            `json:"method"`
-		Path     string            `json:"path"`
-		UserID   string            `json:"x_user_id"`
-		Headers  map[string]string `json:"headers"`
-	}{name, r.Method, r.URL.Path, r.Header.Get("X-User-Id"), headers})
-}
+func demoUpstream() http.Handler { return webclient.DemoApp("authsidecar demo echo") }
