@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/authsidecar/authsidecar/revocation"
 )
 
 // writeError writes the JSON error body every refusal carries. Messages
@@ -47,4 +49,20 @@ func keysUnavailable(w http.ResponseWriter, err error) {
 	secs := max(1, int64((wait+time.Second-1)/time.Second))
 	w.Header().Set("Retry-After", strconv.FormatInt(secs, 10))
 	writeError(w, http.StatusServiceUnavailable, "KEYS_UNAVAILABLE", "Verification keys unavailable")
+}
+
+// revocationsUnavailable answers 503 REVOCATIONS_UNAVAILABLE: the token
+// may be good, but whether it was revoked cannot be known now (a
+// verifier's feed has failed past keys.revocations_stale_if_error), and
+// serving it would fail open. Retry-After is the time until the next
+// read of the feed, at least 1s.
+func revocationsUnavailable(w http.ResponseWriter, err error) {
+	wait := defaultRetryAfter
+	var e *revocation.UnavailableError
+	if errors.As(err, &e) && e.RetryIn > 0 {
+		wait = e.RetryIn
+	}
+	secs := max(1, int64((wait+time.Second-1)/time.Second))
+	w.Header().Set("Retry-After", strconv.FormatInt(secs, 10))
+	writeError(w, http.StatusServiceUnavailable, "REVOCATIONS_UNAVAILABLE", "Revocations unavailable")
 }

@@ -21,10 +21,13 @@ type RequestInfo struct {
 }
 
 // CloseReason is why the proxy itself closed the request's WebSocket
-// tunnel (CloseReasonTokenExpired), or "" when the peers or a shutdown
+// tunnel (CloseReasonTokenExpired, CloseReasonTokenRevoked), or "" when the peers or a shutdown
 // ended it, or there was no tunnel. Read it once the handler has returned.
 func (i *RequestInfo) CloseReason() string {
 	if i.tunnel != nil && i.tunnel.expired.Load() {
+		if i.tunnel.revoked.Load() {
+			return CloseReasonTokenRevoked
+		}
 		return CloseReasonTokenExpired
 	}
 	return ""

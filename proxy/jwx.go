@@ -97,5 +97,5 @@ func (v *jwtVerifier) Verify(ctx context.Context, token string) (Claims, error) 
 	if c.hasNbf && c.nbf.After(nbf) {
 		nbf = c.nbf
 	}
-	return Claims{Subject: c.sub, Expires: c.exp, NotBefore: nbf, KID: t.kid}, nil
+	return Claims{Subject: c.sub, Expires: c.exp, NotBefore: nbf, KID: t.kid, Revocation: t.claims.revocation(c)}, nil
 }

@@ -11,6 +11,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/authsidecar/authsidecar/revocation"
 )
 
 // SessionLookup resolves the session cookie of a request to a user id, for
@@ -33,6 +35,10 @@ type Options struct {
 	Auth http.Handler
 	// Verifier checks Bearer and ?token= JWTs. Required.
 	Verifier Verifier
+	// Revocations is checked after the Verifier on every token, cached
+	// or not. Zero: tokens are never refused as revoked (a verifier whose
+	// issuer has no feed).
+	Revocations Revocations
 	// Sessions serves the cookie-only routes. Required if CookieOnly is set.
 	Sessions SessionLookup
 	// Roles serves admin routes. Required if Admin is set.
@@ -239,11 +245,25 @@ func (p *Proxy) verify(w http.ResponseWriter, r *http.Request, info *RequestInfo
 		p.refuse(w, info, err, true)
 		return false
 	}
+	if revs := p.o.Revocations; revs != nil {
+		if err := revs.Check(claims.Revocation); err != nil {
+			reason := ReasonRevoked
+			if !errors.Is(err, revocation.ErrRevoked) {
+				reason = ReasonRevocationsUnavailable
+			}
+			p.refuse(w, info, authErr(reason, err), true)
+			return false
+		}
+	}
 	info.UserID = claims.Subject
 	if info.Class == ClassWebSocket && hasUpgrade(r) {
 		// A zero Expires (a Verifier that did not say) closes the tunnel
 		// at once: no known end is no licence to stay open.
-		info.tunnel = newWSTunnel(claims.Expires.Add(p.o.Leeway))
+		t := newWSTunnel(claims.Expires.Add(p.o.Leeway))
+		if revs := p.o.Revocations; revs != nil {
+			t.watch = func() { t.watchRevocation(revs, claims.Revocation) }
+		}
+		info.tunnel = t
 	}
 	return true
 }
@@ -256,6 +276,8 @@ func (p *Proxy) refuse(w http.ResponseWriter, info *RequestInfo, err error, toke
 		writeError(w, http.StatusServiceUnavailable, "SERVICE_UNAVAILABLE", "Authentication unavailable")
 	case ReasonKeysUnavailable:
 		keysUnavailable(w, err)
+	case ReasonRevocationsUnavailable:
+		revocationsUnavailable(w, err)
 	default:
 		unauthorized(w, tokenSent)
 	}

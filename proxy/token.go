@@ -58,7 +58,11 @@ type compactToken struct {
 // signature check (a value encoding/json cannot decode).
 type rawClaims struct {
 	exp, iat, nbf, sub, iss, aud, jti []byte
-	err                               error
+	// sid and iatMS are the issuer's private claims the revocation check
+	// reads (issuer/jwt.go); a token without them (another issuer's) is
+	// checked by sub and iat alone.
+	sid, iatMS []byte
+	err        error
 }
 
 // Header members that would let the token choose its own key (jku, jwk,
@@ -197,6 +201,15 @@ func (c *rawClaims) member(name, value []byte) error {
 		c.aud = value
 	case "jti":
 		c.jti = value
+	case "sid", "iat_ms":
+		if name[0] == 's' {
+			c.sid = value
+		} else {
+			c.iatMS = value
+		}
+		if !numbersFitFloat64(value) && c.err == nil {
+			c.err = fmt.Errorf("claim %s holds a number beyond float64", name)
+		}
 	default:
 		if !numbersFitFloat64(value) && c.err == nil {
 			c.err = fmt.Errorf("claim %s holds a number beyond float64", name)

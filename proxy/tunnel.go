@@ -50,8 +50,13 @@ import (
 // peers ended it themselves.
 
 // CloseReasonTokenExpired is RequestInfo.CloseReason (and the access log's
-// close_reason) of a tunnel the proxy closed because its token expired.
-const CloseReasonTokenExpired = "token_expired"
+// close_reason) of a tunnel the proxy closed because its token expired;
+// CloseReasonTokenRevoked of one closed because its token was revoked
+// (tunnel_revoke.go).
+const (
+	CloseReasonTokenExpired = "token_expired"
+	CloseReasonTokenRevoked = "token_revoked"
+)
 
 const (
 	// wsCloseWait bounds the closing handshake: from the deadline until
@@ -63,7 +68,9 @@ const (
 	// this connection" (RFC 6455 §7.4.1).
 	wsPolicyViolation = 1008
 	wsOpClose         = 0x8
-	wsCloseReason     = "token expired"
+	// The close frame's reason, the same length either way.
+	wsCloseExpired = "token expired"
+	wsCloseRevoked = "token revoked"
 )
 
 // wsTunnel is one upgraded connection with a deadline.
@@ -80,13 +87,22 @@ type wsTunnel struct {
 	timer    *time.Timer
 	bound    *time.Timer
 	done     bool          // the tunnel ended (ReverseProxy closed a side)
-	expired  atomic.Bool   // the deadline passed while the tunnel was open
+	expired  atomic.Bool   // the deadline passed (or the token was revoked) while the tunnel was open
+	revoked  atomic.Bool   // it was the token's revocation, not its expiry
 	finished chan struct{} // closed once both connections are closed
 	finish   sync.Once
+	// stopped is closed once ReverseProxy has closed a side: a revocation
+	// watcher waits on it.
+	stopped  chan struct{}
+	stopOnce sync.Once
+	// watch, when set, watches for the token's revocation
+	// (tunnel_revoke.go); start runs it, so no close frame can precede the
+	// 101.
+	watch func()
 }
 
 func newWSTunnel(deadline time.Time) *wsTunnel {
-	t := &wsTunnel{deadline: deadline, finished: make(chan struct{})}
+	t := &wsTunnel{deadline: deadline, finished: make(chan struct{}), stopped: make(chan struct{})}
 	t.toClient.t, t.toUpstream.t = t, t
 	t.toUpstream.masked = true
 	return t
@@ -136,6 +152,9 @@ func (t *wsTunnel) start() {
 		defer t.mu.Unlock()
 		if !t.done {
 			t.timer = time.AfterFunc(time.Until(t.deadline), t.expire)
+			if t.watch != nil {
+				go t.watch()
+			}
 		}
 	})
 }
@@ -144,7 +163,7 @@ func (t *wsTunnel) start() {
 // how long the peers get to answer.
 func (t *wsTunnel) expire() {
 	t.mu.Lock()
-	if t.done {
+	if t.done || t.expired.Load() { // the deadline and a revocation may both come
 		t.mu.Unlock()
 		return
 	}
@@ -185,6 +204,7 @@ func (t *wsTunnel) closeBoth() {
 // stop is called when ReverseProxy closes either side: the tunnel is over
 // and no deadline may fire any more.
 func (t *wsTunnel) stop() {
+	t.stopOnce.Do(func() { close(t.stopped) })
 	t.mu.Lock()
 	t.done = true
 	if t.timer != nil {
@@ -315,12 +335,16 @@ func (d *wsDir) giveUpIfStuck() {
 	}
 }
 
-// sendClose writes a close frame, code 1008, reason "token expired":
+// sendClose writes a close frame, code 1008, reason "token expired" (or "token revoked"):
 // masked toward the upstream (RFC 6455 §5.3, a fresh random key), plain
 // toward the client. Called with d.mu held.
 func (d *wsDir) sendClose() error {
 	var f [2 + 4 + 2 + 32]byte
-	payload := len(wsCloseReason) + 2
+	reason := wsCloseExpired
+	if d.t != nil && d.t.revoked.Load() {
+		reason = wsCloseRevoked
+	}
+	payload := len(reason) + 2
 	f[0] = 0x80 | wsOpClose // FIN, close
 	f[1] = byte(payload)
 	body := f[2:]
@@ -332,7 +356,7 @@ func (d *wsDir) sendClose() error {
 		body = f[6:]
 	}
 	binary.BigEndian.PutUint16(body, wsPolicyViolation)
-	copy(body[2:], wsCloseReason)
+	copy(body[2:], reason)
 	if d.masked {
 		for i := range payload {
 			body[i] ^= key[i%4]

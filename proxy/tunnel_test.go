@@ -44,7 +44,7 @@ type wsStack struct {
 	peers   chan *wsEnd // the upstream's side of each accepted WebSocket
 }
 
-func newWSStack(t testing.TB, leeway time.Duration) *wsStack {
+func newWSStack(t testing.TB, leeway time.Duration, mutate ...func(*proxy.Options)) *wsStack {
 	t.Helper()
 	discard := slog.New(slog.NewTextHandler(io.Discard, nil))
 	pub, priv, _ := ed25519.GenerateKey(nil)
@@ -64,7 +64,7 @@ func newWSStack(t testing.TB, leeway time.Duration) *wsStack {
 	t.Cleanup(up.Close)
 	upURL, _ := url.Parse(up.URL)
 	m := proxy.NewMetrics(s.reg)
-	p, err := proxy.New(proxy.Options{
+	o := proxy.Options{
 		Upstream: upURL,
 		Auth:     http.NotFoundHandler(),
 		Verifier: proxy.NewJWTVerifier(proxy.JWTVerifierOptions{
@@ -75,7 +75,11 @@ func newWSStack(t testing.TB, leeway time.Duration) *wsStack {
 		Leeway:            leeway,
 		Metrics:           m,
 		Logger:            discard,
-	})
+	}
+	for _, f := range mutate {
+		f(&o)
+	}
+	p, err := proxy.New(o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +121,10 @@ func (s *wsStack) open(t testing.TB, target string, header ...string) (client, u
 }
 
 // closedCount is authsidecar_websocket_closed_total{reason="token_expired"}.
-func (s *wsStack) closedCount(t *testing.T) float64 {
+func (s *wsStack) closedCount(t *testing.T) float64 { return s.closedBy(t, proxy.CloseReasonTokenExpired) }
+
+// closedBy is authsidecar_websocket_closed_total{reason=reason}.
+func (s *wsStack) closedBy(t *testing.T, reason string) float64 {
 	t.Helper()
 	mfs, err := s.reg.Gather()
 	if err != nil {
@@ -128,12 +135,12 @@ func (s *wsStack) closedCount(t *testing.T) float64 {
 			continue
 		}
 		for _, m := range mf.GetMetric() {
-			if len(m.GetLabel()) == 1 && m.GetLabel()[0].GetValue() == proxy.CloseReasonTokenExpired {
+			if len(m.GetLabel()) == 1 && m.GetLabel()[0].GetValue() == reason {
 				return m.GetCounter().GetValue()
 			}
 		}
 	}
-	t.Fatal(`no authsidecar_websocket_closed_total{reason="token_expired"} series`)
+	t.Fatalf(`no authsidecar_websocket_closed_total{reason=%q} series`, reason)
 	return 0
 }
 

@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/authsidecar/authsidecar/revocation"
 )
 
 // Claims is what a verified token tells the proxy: who, and until when.
@@ -19,6 +21,24 @@ type Claims struct {
 	// the token is not yet valid.
 	NotBefore time.Time
 	KID       string
+	// Revocation is what the revocation check reads: the keys of the
+	// token's sid and sub, and its issue time to the millisecond (iat_ms,
+	// else iat). Computed once, on the full check, and cached with the
+	// rest, so a cache hit is checked against revocations at the cost of
+	// two lookups.
+	Revocation revocation.Token
+}
+
+// Revocations says whether a verified token was revoked since it was
+// issued (revocation.Set implements it). The proxy consults it on every
+// request a token authenticates, cached tokens included, and closes open
+// WebSocket tunnels whose token it revokes.
+type Revocations interface {
+	// Check returns nil, revocation.ErrRevoked, or an error matching
+	// revocation.ErrUnavailable when no token can be judged now.
+	Check(revocation.Token) error
+	// Changed returns a channel closed at the set's next change.
+	Changed() <-chan struct{}
 }
 
 // Verifier checks a compact JWS JWT and returns its claims. Failures are
@@ -47,6 +67,13 @@ const (
 	// ReasonKeysUnavailable: the key set may not be used (never loaded, or
 	// stale past stale_if_error), so no token can be judged.
 	ReasonKeysUnavailable = "keys_unavailable"
+	// ReasonRevoked: a revocation covers the token (sign-out, a password
+	// change or reset, a ban, revoke-all).
+	ReasonRevoked = "revoked"
+	// ReasonRevocationsUnavailable: the revocation set may not be used
+	// (never synced, or its feed failing past
+	// keys.revocations_stale_if_error), so no token can be judged.
+	ReasonRevocationsUnavailable = "revocations_unavailable"
 )
 
 // AuthError is a refused credential. The client sees only the status; the
