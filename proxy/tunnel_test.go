@@ -121,7 +121,9 @@ func (s *wsStack) open(t testing.TB, target string, header ...string) (client, u
 }
 
 // closedCount is authsidecar_websocket_closed_total{reason="token_expired"}.
-func (s *wsStack) closedCount(t *testing.T) float64 { return s.closedBy(t, proxy.CloseReasonTokenExpired) }
+func (s *wsStack) closedCount(t *testing.T) float64 {
+	return s.closedBy(t, proxy.CloseReasonTokenExpired)
+}
 
 // closedBy is authsidecar_websocket_closed_total{reason=reason}.
 func (s *wsStack) closedBy(t *testing.T, reason string) float64 {
