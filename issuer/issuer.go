@@ -2,6 +2,7 @@ package issuer
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -422,6 +423,17 @@ func (iss *Issuer) fail(w http.ResponseWriter, r *http.Request, e *apiError) {
 // publication. It reads the key records (one query).
 func (iss *Issuer) PublicKeys(ctx context.Context) ([]PublicKey, error) {
 	return iss.keys.publicKeys(ctx)
+}
+
+// SignFeed signs payload as a compact JWS under the header typ with the
+// key JWTs are signed with, read from memory (no store query): the
+// revocation feed's answers, which verifiers check against the JWKS.
+func (iss *Issuer) SignFeed(typ string, payload json.RawMessage) (string, error) {
+	e := iss.keys.cachedSigner()
+	if e == nil {
+		return "", errors.New("issuer: no signing key known")
+	}
+	return signCompact(e, typ, payload)
 }
 
 // HasSigningKey reports, without a query, whether a usable signing key is

@@ -204,6 +204,23 @@ func (k *keyring) hasSigner() bool {
 	return false
 }
 
+// cachedSigner returns, from memory, the newest key known that may sign
+// now: what the revocation feed signs with, never a query per request.
+// A key another process rotated in is learnt at this process's next
+// get-session; until then the older one (still published) signs.
+func (k *keyring) cachedSigner() *keyEntry {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	now := k.now()
+	var best *keyEntry
+	for _, e := range k.decoded {
+		if k.signs(e, now) && (best == nil || e.rec.CreatedAt.After(best.rec.CreatedAt)) {
+			best = e
+		}
+	}
+	return best
+}
+
 // rotate ends the signing period of every current signing key (they stay
 // published for jwt_ttl, so the JWTs they signed keep verifying) and
 // creates the key that signs from now on.

@@ -128,6 +128,22 @@ func New(o Options) (*Fetcher, error) {
 	}, nil
 }
 
+// HTTPClient returns a client for the issuer's other documents (its
+// revocation feed) that trusts what the JWKS fetch trusts (the system
+// roots and caFile, when set) and, like it, follows no redirects. It has
+// no overall timeout: the caller bounds each request.
+func HTTPClient(caFile string) (*http.Client, error) {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	if caFile != "" {
+		pool, err := caPool(caFile)
+		if err != nil {
+			return nil, err
+		}
+		tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	}
+	return &http.Client{Transport: tr, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}, nil
+}
+
 // caPool returns the system roots plus the certificates in file.
 func caPool(file string) (*x509.CertPool, error) {
 	pem, err := os.ReadFile(file)

@@ -203,7 +203,9 @@ func TestAdminRoleCheck(t *testing.T) {
 	}
 }
 
-// TestJWTOutlivesSession: no immediate revocation (docs/protocol.md).
+// TestJWTOutlivesSession: the proxy never reads the session table, so
+// without a revocation set (Options.Revocations; the sidecar wires one,
+// docs/revocation.md) a JWT outlives the session it was minted from.
 func TestJWTOutlivesSession(t *testing.T) {
 	s := newStack(t)
 	cookie, _, jwt := s.user("eve@example.com")

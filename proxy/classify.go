@@ -19,9 +19,10 @@ const (
 	ClassBusiness                 // Bearer JWT, zero database queries
 	ClassPublic                   // the app's pages and assets: no authentication
 	ClassKeyset                   // not a route: the key cache's own store reads
+	ClassRevocation               // not a route: the revocation poller's store reads
 )
 
-var classNames = [...]string{"rejected", "auth", "cookie_only", "passthrough", "websocket", "admin", "business", "public", "keyset"}
+var classNames = [...]string{"rejected", "auth", "cookie_only", "passthrough", "websocket", "admin", "business", "public", "keyset", "revocation"}
 
 // ClassNames lists every class's metric label value.
 func ClassNames() []string { return slices.Clone(classNames[:]) }

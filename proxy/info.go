@@ -57,6 +57,13 @@ func (c *infoContext) Value(key any) any {
 	return c.Context.Value(key)
 }
 
+// WithClass returns ctx carrying a RequestInfo of class c, for store
+// queries that serve no request (the revocation poller's), so the query
+// metric counts them apart.
+func WithClass(ctx context.Context, c Class) context.Context {
+	return context.WithValue(ctx, infoKey{}, &RequestInfo{Class: c})
+}
+
 // Info returns the request's RequestInfo, or nil.
 func Info(ctx context.Context) *RequestInfo {
 	info, _ := ctx.Value(infoKey{}).(*RequestInfo)

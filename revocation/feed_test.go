@@ -132,7 +132,7 @@ func TestPollerLoadsAndFollows(t *testing.T) {
 	}
 	reg := prometheus.NewRegistry()
 	set := revocation.NewSet(revocation.SetOptions{TTL: ttl})
-	m := revocation.NewMetrics(reg, set, nil)
+	m := revocation.NewMetrics(reg, set.Len, nil)
 	p := revocation.NewPoller(revocation.PollerOptions{Store: db, Set: set, TTL: ttl, Interval: 20 * time.Millisecond, Metrics: m, Logger: quiet})
 	if err := set.Check(revocation.TokenOf("s", "u", now)); !errors.Is(err, revocation.ErrUnavailable) {
 		t.Fatalf("before Load: got %v, want ErrUnavailable", err)

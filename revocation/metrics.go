@@ -20,9 +20,10 @@ type Metrics struct {
 }
 
 // NewMetrics registers the revocation metrics with reg: revocations
-// received by kind, the set's size, the sync age and sync failures. now
-// is the clock (zero: time.Now).
-func NewMetrics(reg prometheus.Registerer, set *Set, now func() time.Time) *Metrics {
+// received by kind, the set's size (size, called at scrape time: the set
+// in force), the sync age and sync failures. now is the clock (zero:
+// time.Now).
+func NewMetrics(reg prometheus.Registerer, size func() int, now func() time.Time) *Metrics {
 	if now == nil {
 		now = time.Now
 	}
@@ -45,7 +46,7 @@ func NewMetrics(reg prometheus.Registerer, set *Set, now func() time.Time) *Metr
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "authsidecar_revocation_set_size",
 			Help: "Revocations held in memory (each about 13 bytes).",
-		}, func() float64 { return float64(set.Len()) }),
+		}, func() float64 { return float64(size()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "authsidecar_revocation_sync_age_seconds",
 			Help: "Seconds since the revocations held were last known current: the last successful poll (full mode) or feed answer (verifier mode). A healthy process stays under its poll interval or the feed's long-poll wait.",

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -31,6 +32,9 @@ func TestMetricsGolden(t *testing.T) {
 	cfg := config.Default()
 	cfg.Upstream = up.URL
 	cfg.Database.Path = filepath.Join(t.TempDir(), "auth.db")
+	// The start-up read of revocations only: no poll within the test, so
+	// the query counts are the flow's.
+	cfg.Revocation.PollInterval = config.Duration(time.Minute)
 	db, err := sqlstore.OpenSQLite(context.Background(), cfg.Database.Path)
 	if err != nil {
 		t.Fatal(err)
@@ -77,6 +81,13 @@ func TestMetricsGolden(t *testing.T) {
 	do("GET", "/api/admin/x", "", "Authorization", "Bearer "+jwt)
 	do("GET", "/api/mcp-oauth/authorize", "", "Cookie", cookie.Name+"="+cookie.Value)
 	do("GET", "/index.html", "")
+	// A second session signs out: its JWT is refused at once (revoked),
+	// the first session's keeps working.
+	second := do("POST", "/api/auth/sign-in/email", `{"email":"m@example.com","password":"correct-horse-battery"}`).Cookies()[0]
+	gone := do("GET", "/api/auth/get-session", "", "Cookie", second.Name+"="+second.Value).Header.Get("Set-Auth-Jwt")
+	do("POST", "/api/auth/sign-out", "", "Cookie", second.Name+"="+second.Value)
+	do("GET", "/api/tasks", "", "Authorization", "Bearer "+gone)
+	do("GET", "/api/tasks", "", "Authorization", "Bearer "+jwt)
 
 	names := []string{
 		"authsidecar_requests_total", "authsidecar_auth_failures_total", "authsidecar_db_queries_total",
@@ -84,6 +95,7 @@ func TestMetricsGolden(t *testing.T) {
 		"authsidecar_keyset_refreshes_total", "authsidecar_keyset_usable", "authsidecar_keys_loaded", "authsidecar_inflight_requests",
 		"authsidecar_token_cache_hits_total", "authsidecar_token_cache_misses_total", "authsidecar_token_cache_entries",
 		"authsidecar_websocket_closed_total", "authsidecar_config_reloads_total",
+		"authsidecar_revocation_set_size", "authsidecar_revocations_total", "authsidecar_revocation_sync_failures_total",
 	}
 	golden := filepath.Join("testdata", "metrics.golden")
 	if *update {
@@ -100,8 +112,8 @@ func TestMetricsGolden(t *testing.T) {
 	if n := counterValue(t, reg, "authsidecar_db_queries_total", "class", "business"); n != 0 {
 		t.Errorf("business requests made %v store queries, want 0", n)
 	}
-	if n := counterValue(t, reg, "authsidecar_requests_total", "class", "business"); n != 5 {
-		t.Errorf("got %v business requests counted, want 5", n)
+	if n := counterValue(t, reg, "authsidecar_requests_total", "class", "business"); n != 7 {
+		t.Errorf("got %v business requests counted, want 7", n)
 	}
 }
 

@@ -33,6 +33,10 @@ func IssuerOptions(cfg config.Config, secret config.Secret, store issuer.Store, 
 			KeepSessionsOnReset:      !cfg.Auth.RevokeSessionsOnPasswordReset,
 			ResetPage:                cfg.Auth.ResetPageURL,
 		},
+		Accounts: issuer.AccountOptions{
+			KeepJWTsOnSignOut: !cfg.Auth.RevokeJWTOnSignOut,
+			AllowDeleteUser:   cfg.Auth.AllowDeleteUser,
+		},
 		Logger: log,
 	}
 }

@@ -126,6 +126,8 @@ func TestStackApplyJWKS(t *testing.T) {
 	cfg.Mode, cfg.Database.Driver, cfg.Upstream = "verifier", "none", up.URL
 	cfg.Routes.CookieOnly, cfg.Routes.Admin = nil, nil // they need a database
 	cfg.Keys.JWKSURL = a.URL + "/api/auth/jwks"
+	// These issuers serve a JWKS and no revocation feed, as Better Auth.
+	cfg.Keys.RevocationsURL = ""
 	var buf syncBuffer
 	st, err := buildStack(context.Background(), cfg, config.Secret{}, nil, newLogs(cfg.Log, &buf), prometheus.NewRegistry(), nil)
 	if err != nil {
@@ -201,6 +203,7 @@ func TestStackApplyJWKSCAFile(t *testing.T) {
 	cfg.Mode, cfg.Database.Driver, cfg.Upstream = "verifier", "none", up.URL
 	cfg.Routes.CookieOnly, cfg.Routes.Admin = nil, nil // they need a database
 	cfg.Keys.JWKSURL = plain.URL + "/api/auth/jwks"
+	cfg.Keys.RevocationsURL = "" // a JWKS and no revocation feed, as Better Auth
 	var buf syncBuffer
 	st, err := buildStack(context.Background(), cfg, config.Secret{}, nil, newLogs(cfg.Log, &buf), prometheus.NewRegistry(), nil)
 	if err != nil {

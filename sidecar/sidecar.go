@@ -200,6 +200,10 @@ func (s *Sidecar) checks() []health.Check {
 			return nil
 		}},
 	}
+	checks = append(checks, health.Check{Name: "revocations", Run: func(context.Context) error {
+		// The set in force: a reload may switch a verifier's.
+		return s.st.current.Load().ver.revs.ready()
+	}})
 	if iss := s.st.issuer; iss != nil {
 		checks = append(checks, health.Check{Name: "signing_key", Run: func(context.Context) error {
 			if !iss.HasSigningKey() {

@@ -17,6 +17,7 @@ import (
 	"github.com/authsidecar/authsidecar/issuer"
 	"github.com/authsidecar/authsidecar/jwks"
 	"github.com/authsidecar/authsidecar/proxy"
+	"github.com/authsidecar/authsidecar/revocation"
 	"github.com/authsidecar/authsidecar/sqlstore"
 	"github.com/authsidecar/authsidecar/webclient"
 )
@@ -33,13 +34,15 @@ type stack struct {
 	handler http.Handler
 	issuer  *issuer.Issuer // the first generation's; keys are shared
 
-	secret    config.Secret
-	db        *sqlstore.DB
-	lg        logs
-	metrics   *proxy.Metrics
-	tokens    *proxy.TokenCacheMetrics // nil: cache.verified_tokens is 0
-	transport http.RoundTripper
-	upstream  *url.URL
+	secret  config.Secret
+	db      *sqlstore.DB
+	lg      logs
+	metrics *proxy.Metrics
+	tokens  *proxy.TokenCacheMetrics // nil: cache.verified_tokens is 0
+	// revMetrics counts what every revocation syncer of the process reads.
+	revMetrics *revocation.Metrics
+	transport  http.RoundTripper
+	upstream   *url.URL
 
 	// mu orders apply and close: a reload that ends after close must not
 	// put in force a key cache nobody would close.
@@ -67,6 +70,9 @@ type verification struct {
 	id       verificationID
 	keys     *proxy.KeyCache
 	verifier proxy.Verifier
+	// revs is the revocation set the proxy checks after the verifier, and
+	// what fills it; nil for a verifier whose issuer has no feed.
+	revs *revocations
 }
 
 // verificationID is what a verification is built from that a reload can
@@ -74,10 +80,11 @@ type verification struct {
 type verificationID struct {
 	jwksURL, jwksCAFile string
 	issuer              string // iss and aud
+	revocationsURL      string // the feed, derived from jwksURL unless set
 }
 
 func verificationOf(cfg config.Config) verificationID {
-	return verificationID{jwksURL: cfg.Keys.JWKSURL, jwksCAFile: cfg.Keys.JWKSCAFile, issuer: cfg.JWTIssuer()}
+	return verificationID{jwksURL: cfg.Keys.JWKSURL, jwksCAFile: cfg.Keys.JWKSCAFile, issuer: cfg.JWTIssuer(), revocationsURL: cfg.RevocationFeedURL()}
 }
 
 // keys returns the key cache in force.
@@ -120,6 +127,12 @@ func buildStack(ctx context.Context, cfg config.Config, secret config.Secret, db
 	if cfg.Cache.VerifiedTokens > 0 {
 		st.tokens = proxy.NewTokenCacheMetrics(reg, func() int { return proxy.CachedTokens(st.current.Load().ver.verifier) })
 	}
+	st.revMetrics = revocation.NewMetrics(reg, func() int {
+		if r := st.current.Load().ver.revs; r != nil {
+			return r.set.Len()
+		}
+		return 0
+	}, nil)
 	var src proxy.KeySource
 	if cfg.Verifier() {
 		if src, err = jwksSource(cfg, log); err != nil {
@@ -128,11 +141,15 @@ func buildStack(ctx context.Context, cfg config.Config, secret config.Secret, db
 	} else {
 		src = &issuerKeys{}
 	}
-	ver := st.newVerification(cfg, src)
+	ver, err := st.newVerification(cfg, src)
+	if err != nil {
+		return nil, err
+	}
 	built := false
 	defer func() {
 		if !built {
 			ver.keys.Close() // stops a background retry a failed Load started
+			ver.revs.stop()
 		}
 	}()
 	if cfg.Verifier() {
@@ -140,7 +157,14 @@ func buildStack(ctx context.Context, cfg config.Config, secret config.Secret, db
 			log.Warn("JWKS not reachable at start: business routes answer 503 KEYS_UNAVAILABLE until a fetch succeeds; retrying in the background",
 				"jwks_url", cfg.Keys.JWKSURL, "error", err.Error())
 		}
+		if ver.revs == nil {
+			log.Warn("keys.revocations_url is empty: tokens are never refused as revoked here, only when they expire (an issuer without a revocation feed, such as Better Auth)")
+		} else {
+			log.Info("reading revocations from the issuer's feed; business routes answer 503 REVOCATIONS_UNAVAILABLE until the first complete read", "revocations_url", ver.id.revocationsURL)
+		}
+		ver.revs.start()
 	} else {
+		ver.revs = st.newFullRevocations(cfg, db)
 		opts := IssuerOptions(cfg, secret, db, log)
 		opts.Registerer = reg
 		if mw != nil {
@@ -150,6 +174,7 @@ func buildStack(ctx context.Context, cfg config.Config, secret config.Secret, db
 		// signs. A full sidecar keeps this key cache for its lifetime: no
 		// reloadable key changes its verificationID.
 		opts.OnNewKey = func(k issuer.PublicKey) { ver.keys.Add(proxy.Key{KID: k.KID, Public: k.Key}) }
+		opts.Accounts.Cutoffs = ver.revs.set
 		iss, err := issuer.New(ctx, opts)
 		if err != nil {
 			return nil, err
@@ -158,6 +183,12 @@ func buildStack(ctx context.Context, cfg config.Config, secret config.Secret, db
 		if err := ver.keys.Load(ctx); err != nil {
 			return nil, fmt.Errorf("load keys: %w", err)
 		}
+		// Every revocation in force before the first request: a replica
+		// restarted after kill -9 judges no token before it has them all.
+		if err := ver.revs.poller.Load(proxy.WithClass(ctx, proxy.ClassRevocation)); err != nil {
+			return nil, err
+		}
+		ver.revs.start()
 	}
 	g, err := st.build(cfg, ver)
 	if err != nil {
@@ -181,8 +212,9 @@ func jwksSource(cfg config.Config, log *slog.Logger) (proxy.KeySource, error) {
 }
 
 // newVerification builds an empty key cache on src and the verifier
-// reading it; the caller loads the keys.
-func (st *stack) newVerification(cfg config.Config, src proxy.KeySource) *verification {
+// reading it, and in verifier mode the client of the issuer's revocation
+// feed; the caller loads the keys and starts the revocations.
+func (st *stack) newVerification(cfg config.Config, src proxy.KeySource) (*verification, error) {
 	keys := proxy.NewKeyCache(proxy.KeyCacheOptions{
 		Source:       src,
 		MaxAge:       cfg.Keys.MaxAge.D(),
@@ -192,9 +224,18 @@ func (st *stack) newVerification(cfg config.Config, src proxy.KeySource) *verifi
 		Logger:       st.lg.log,
 	})
 	name := cfg.JWTIssuer()
+	var revs *revocations
+	if cfg.Verifier() {
+		var err error
+		if revs, err = st.newVerifierRevocations(cfg, keys); err != nil {
+			keys.Close()
+			return nil, err
+		}
+	}
 	return &verification{
 		id:   verificationOf(cfg),
 		keys: keys,
+		revs: revs,
 		verifier: proxy.NewCachingVerifier(proxy.CachingVerifierOptions{
 			Inner: proxy.NewJWTVerifier(proxy.JWTVerifierOptions{
 				Keys: keys, Issuer: name, Audience: name,
@@ -205,7 +246,7 @@ func (st *stack) newVerification(cfg config.Config, src proxy.KeySource) *verifi
 			Leeway:  cfg.Auth.Leeway.D(),
 			Metrics: st.tokens,
 		}),
-	}
+	}, nil
 }
 
 // reloadKeysTimeout bounds the fetch of a new JWKS URL during a reload,
@@ -229,12 +270,22 @@ func (st *stack) verificationFor(cfg config.Config, cur *verification) (ver *ver
 	if err != nil {
 		return nil, false, err
 	}
-	ver = st.newVerification(cfg, src)
+	if ver, err = st.newVerification(cfg, src); err != nil {
+		return nil, false, err
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), reloadKeysTimeout)
 	defer cancel()
 	if err := ver.keys.Prime(ctx); err != nil {
 		ver.keys.Close()
 		return nil, false, fmt.Errorf("keys.jwks_url: no usable key set, the one in force stays: %w", err)
+	}
+	// The new issuer's revocations come with its keys: a switch before
+	// they are in would let its revoked tokens through.
+	ver.revs.start()
+	if err := ver.revs.awaitSync(reloadKeysTimeout); err != nil {
+		ver.revs.stop()
+		ver.keys.Close()
+		return nil, false, fmt.Errorf("keys.revocations_url: the one in force stays: %w", err)
 	}
 	return ver, true, nil
 }
@@ -290,6 +341,8 @@ func (st *stack) build(cfg config.Config, ver *verification) (*generation, error
 		// webclient.ClientPath; every other /api/auth path is the issuer's.
 		mux := http.NewServeMux()
 		mux.Handle("GET "+webclient.ClientPath, webclient.ClientJS())
+		// The revocation feed verifiers read, from memory.
+		mux.Handle("GET "+issuer.BasePath+"/revocations", ver.revs.feed)
 		mux.Handle("/", iss)
 		auth, sessions, cookieNames = mux, iss, []string{iss.CookieName()}
 	}
@@ -305,6 +358,7 @@ func (st *stack) build(cfg config.Config, ver *verification) (*generation, error
 		Upstream:              st.upstream,
 		Auth:                  auth,
 		Verifier:              ver.verifier,
+		Revocations:           ver.revs.proxyRevocations(),
 		Sessions:              sessions,
 		Roles:                 roles,
 		IdentityHeader:        cfg.Routes.IdentityHeader,
@@ -358,6 +412,7 @@ func (st *stack) apply(cfg config.Config) error {
 	if err != nil {
 		if fresh {
 			ver.keys.Close()
+			ver.revs.stop()
 		}
 		return err
 	}
@@ -370,6 +425,7 @@ func (st *stack) apply(cfg config.Config) error {
 		// Requests still on the old generation keep verifying with the
 		// keys it holds: Close only stops its background reads.
 		cur.ver.keys.Close()
+		cur.ver.revs.stop()
 		st.lg.log.Info("key source switched", "jwks_url", cfg.Keys.JWKSURL, "issuer", ver.id.issuer, "keys", ver.keys.Len())
 	}
 	return nil
@@ -382,6 +438,7 @@ func (st *stack) close() {
 	defer st.mu.Unlock()
 	st.closed = true
 	st.current.Load().ver.keys.Close()
+	st.current.Load().ver.revs.stop()
 }
 
 // countQueries counts every store query by the route class of the request
@@ -389,7 +446,7 @@ func (st *stack) close() {
 // visible live (authsidecar_db_queries_total{class="business"} stays 0).
 func countQueries(db *sqlstore.DB, reg prometheus.Registerer) {
 	queries := prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "authsidecar_db_queries_total", Help: "Store queries by the route class that caused them (keyset: key cache reads; other: start-up and background work).",
+		Name: "authsidecar_db_queries_total", Help: "Store queries by the route class that caused them (keyset: key cache reads; revocation: the revocation poller's reads, one per poll interval; other: start-up and background work).",
 	}, []string{"class"})
 	reg.MustRegister(queries)
 	if db == nil {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 )
 
 // userRows parses "users list" into email -> [id, name, created, sessions].
@@ -88,19 +89,24 @@ func TestUsersCommands(t *testing.T) {
 	out = mustCLI(t, "", "", argv(cfgPath, "users delete", "bob@example.com")...)
 	for _, want := range []string{
 		"deleted user bob@example.com (id " + users["bob@example.com"][0] + ") with its 1 session, 0 roles and password",
-		"JWTs already issued to this user stay valid until they expire (at most auth.jwt_ttl = 720h",
-		"no immediate revocation",
+		"every JWT issued to this user is revoked: running sidecars refuse it within revocation.poll_interval (1s)",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("users delete: got %q, want %q", out, want)
 		}
 	}
-	// The contract: the session is gone, the JWT lives on until it expires.
+	// The session is gone, and so is the JWT: the running sidecar reads
+	// the CLI's revocation at its next poll.
 	if res, body := s.do(t, "GET", "/api/auth/get-session", "", "Cookie", bobCookie); string(body) != "null" {
 		t.Errorf("deleted user's session: got %d %s, want null", res.StatusCode, body)
 	}
-	if got := status(t, s, "/api/tasks", bobJWT); got != 200 {
-		t.Errorf("deleted user's JWT on a business route: got %d, want 200 (no immediate revocation)", got)
+	for deadline := time.Now().Add(3 * time.Second); status(t, s, "/api/tasks", bobJWT) != 401; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("deleted user's JWT still passes 3s after users delete, want 401 within revocation.poll_interval (1s)")
+		}
+	}
+	if got := status(t, s, "/api/tasks", getJWT(t, s, annCookie)); got != 200 {
+		t.Errorf("another user's JWT after users delete: got %d, want 200", got)
 	}
 	users = userRows(t, mustCLI(t, "", "", argv(cfgPath, "users list")...))
 	if len(users) != 1 || users["ann@example.com"] == nil {

@@ -169,7 +169,7 @@ func TestVerifierBetterAuth(t *testing.T) {
 	cfg, port := writeConfigFile(t, t.TempDir(), "verifier.yaml", fmt.Sprintf(`mode: verifier
 base_url: "http://api2.example.test"
 upstream: %q
-keys: { jwks_url: "%s/api/auth/jwks", cooldown: 1s }
+keys: { jwks_url: "%s/api/auth/jwks", cooldown: 1s, revocations_url: "" }
 `, up.URL, base))
 	v := startBinary(t, cfg, port)
 

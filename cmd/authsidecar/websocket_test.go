@@ -49,7 +49,7 @@ func TestWebSocketTokenExpiryBinary(t *testing.T) {
 	cfg, port := writeConfigFile(t, t.TempDir(), "verifier.yaml", fmt.Sprintf(`mode: verifier
 base_url: "http://api.example.test"
 upstream: %q
-keys: { jwks_url: "%s/api/auth/jwks" }
+keys: { jwks_url: "%s/api/auth/jwks", revocations_url: "" }
 auth: { leeway: %s }
 `, up.URL, jwksSrv.URL, leeway))
 	v := startBinary(t, cfg, port)
