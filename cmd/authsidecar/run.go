@@ -34,6 +34,9 @@ type command struct {
 	// subs, when set, makes SUB required: the command is one of these and
 	// run is unused.
 	subs []command
+	// flags, when set, defines the command's own flags on fs, stored in
+	// e for run. Zero: -config only.
+	flags func(fs *flag.FlagSet, e *cliEnv)
 }
 
 // cliEnv is what a command may touch: no globals, so tests call run.
@@ -45,6 +48,8 @@ type cliEnv struct {
 	configPath string
 	// configSet says -config was given, not defaulted.
 	configSet bool
+	// ban holds "users ban"'s flags.
+	ban banFlags
 }
 
 var commands = []command{
@@ -63,6 +68,8 @@ var commands = []command{
 		{name: "list", summary: "list the signing keys and whether each is usable with the current secret", secret: true, run: cmdKeysList},
 		{name: "rotate", summary: "make a new signing key; old keys stay in JWKS until their JWTs expire", secret: true, run: cmdKeysRotate,
 			detail: "A running sidecar needs no restart: get-session reads the key records and signs with the\nnewest key, and the verifier learns the new kid the first time a JWT names it (one key\nread, at most once per keys.cooldown)."},
+		{name: "revoke-all", summary: "revoke every JWT issued up to now, for everyone; keys and cookie sessions stay", run: cmdKeysRevokeAll,
+			detail: "What rotating AUTH_SECRET did, without losing the signing keys or the cookie sessions:\nrunning sidecars refuse every older JWT within revocation.poll_interval, verifiers within\ntheir feed's bound; a client's next get-session mints a JWT that works."},
 	}},
 	{name: "roles", summary: "grant, revoke and list the roles admin routes check", subs: []command{
 		{name: "grant", args: "EMAIL ROLE", minArgs: 2, maxArgs: 2, summary: "give the user EMAIL the role ROLE ([a-z0-9_-]+)", run: cmdRolesGrant,
@@ -71,12 +78,17 @@ var commands = []command{
 			detail: "Admin routes read user_role on every request: it takes effect on the next one."},
 		{name: "list", args: "[EMAIL]", maxArgs: 1, summary: "list granted roles, of every user or of EMAIL", run: cmdRolesList},
 	}},
-	{name: "users", summary: "list and delete users, set a password, make a reset link", subs: []command{
+	{name: "users", summary: "list, delete, revoke and ban users, set a password, make a reset link", subs: []command{
 		{name: "list", summary: "list users: id, email, name, created, live sessions", run: cmdUsersList},
 		{name: "delete", args: "EMAIL", minArgs: 1, maxArgs: 1, summary: "delete the user EMAIL with its sessions, roles and password", run: cmdUsersDelete,
-			detail: "JWTs already issued to the user stay valid until they expire (auth.jwt_ttl): there is\nno immediate revocation."},
+			detail: "Every JWT issued to the user is revoked in the same transaction: running sidecars refuse\nit within revocation.poll_interval, verifiers within their feed's bound."},
 		{name: "set-password", args: "EMAIL", minArgs: 1, maxArgs: 1, summary: "set the password of EMAIL, read from the first line of stdin", secret: true, run: cmdUsersSetPassword,
 			detail: "The password is the first line of stdin without its line ending, within\nauth.min_password_length and auth.max_password_length characters. Sessions are kept.\nExample: authsidecar users set-password ann@example.com < new-password.txt"},
+		{name: "revoke", args: "EMAIL", minArgs: 1, maxArgs: 1, summary: "sign EMAIL out everywhere: end its sessions, revoke every JWT issued to it up to now", run: cmdUsersRevoke,
+			detail: "Running sidecars refuse the user's older JWTs within revocation.poll_interval, verifiers\nwithin their feed's bound; a new sign-in works at once."},
+		{name: "ban", args: "EMAIL", minArgs: 1, maxArgs: 1, summary: "ban EMAIL: sign-in answers 403 BANNED_USER; its sessions end and its JWTs are revoked", run: cmdUsersBan, flags: defineBanFlags,
+			detail: "Example: authsidecar users ban -reason \"spam\" -until 72h ann@example.com\nThe ban holds until users unban, or -until from now."},
+		{name: "unban", args: "EMAIL", minArgs: 1, maxArgs: 1, summary: "lift the ban of EMAIL; what the ban revoked stays revoked", run: cmdUsersUnban},
 		{name: "reset-link", args: "EMAIL", minArgs: 1, maxArgs: 1, summary: "print a single-use password-reset link for EMAIL (nothing is mailed)", run: cmdUsersResetLink,
 			detail: "The link opens the sidecar's reset page (or auth.reset_page_url) and works once, until\nauth.reset_token_ttl; it replaces the user's older reset links. Works whatever\nemail.delivery says. Only the link's hash is stored."},
 	}},
@@ -134,6 +146,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	fs := flag.NewFlagSet("authsidecar "+path, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&e.configPath, "config", "sidecar.yaml", "configuration `file`")
+	if c.flags != nil {
+		c.flags(fs, e)
+	}
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: authsidecar %s [-config FILE]%s\n\n%s.\n", path, prefixed(" ", c.args), upperFirst(c.summary))
 		if c.detail != "" {
