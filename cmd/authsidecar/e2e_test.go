@@ -264,16 +264,20 @@ func TestServeEndToEnd(t *testing.T) {
 // `npm ci` in testdata/betterauth-client; CI does that, and there a
 // missing Node setup is a failure, not a skip. Mail goes to the log
 // (email.delivery: log), and the script reads the links from there through
-// MAIL_URL, the shape of the reference server's GET /__mail.
+// MAIL_URL, the shape of the reference server's GET /__mail. The session
+// and account calls (list-sessions to delete-user) run too, each
+// revocation checked on a business route (BUSINESS_URL).
 func TestBetterAuthClient(t *testing.T) {
 	dir := needBetterAuth(t, "betterauth-client")
-	cfgPath, port := writeConfig(t, t.TempDir(), "email: { delivery: log }\n")
+	up := echoUpstream(t)
+	cfgPath, port := writeConfig(t, t.TempDir(), fmt.Sprintf("email: { delivery: log }\nupstream: %q\nauth: { allow_delete_user: true }\n", up.URL))
 	s := startSidecar(t, cfgPath, port, e2eSecret)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "node", "client-check.mjs")
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "BASE_URL="+s.base, "MAIL_URL="+mailbox(t, s.stderr.String))
+	cmd.Env = append(os.Environ(), "BASE_URL="+s.base, "MAIL_URL="+mailbox(t, s.stderr.String),
+		"ACCOUNT_CHECKS=1", "BUSINESS_URL="+s.base+"/api/tasks", "DELETE_USER=allowed")
 	out, err := cmd.CombinedOutput()
 	t.Logf("client-check:\n%s", out)
 	if err != nil {
@@ -289,6 +293,16 @@ func TestBetterAuthClient(t *testing.T) {
 		"PASS verifyEmail returns {status:true,user:null}",
 		"PASS a used verification link: 401 INVALID_TOKEN",
 		"PASS forgetPassword (the old name) gets 404",
+		"PASS listSessions returns the user's two sessions",
+		"PASS the JWT's sid is its session's id, never its token",
+		"PASS revokeSession: the revoked JWT is refused (401)",
+		"PASS revokeSession: the other JWT still works",
+		"PASS changeEmail of an unverified address: changed at once",
+		"PASS revokeOtherSessions: the revoked JWT is refused (401)",
+		"PASS changePassword (the caller's older JWT too): the revoked JWT is refused (401)",
+		"PASS changePassword (a JWT minted after it): the other JWT still works",
+		"PASS revokeSessions: the revoked JWT is refused (401)",
+		"PASS deleteUser: the revoked JWT is refused (401)",
 	} {
 		if !bytes.Contains(out, []byte(want)) {
 			t.Errorf("client check lacks %q", want)

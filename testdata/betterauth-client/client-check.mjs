@@ -17,6 +17,17 @@
 //   VERIFY_REUSE what a used verification link gets: "refused" (default: authsidecar,
 //                401 INVALID_TOKEN) or "accepted" (Better Auth: its links are stateless
 //                JWTs that work until they expire)
+//   ACCOUNT_CHECKS "1" runs the session and account checks (list-sessions,
+//                revoke-session(s), revoke-other-sessions, update-user, change-email,
+//                change-password with revokeOtherSessions, delete-user). Unset: skipped.
+//   BUSINESS_URL a route the server authenticates with the Bearer JWT (authsidecar:
+//                BASE_URL/api/tasks): with it, each revocation is checked where it
+//                matters, the revoked JWT refused (401) and the others not. Unset: the
+//                revocation checks are skipped (Better Auth has no such route).
+//   CHANGE_EMAIL what change-email does to an unverified address: "immediate"
+//                (default: authsidecar) or "mail" (Better Auth without
+//                updateEmailWithoutVerification: only a link is mailed)
+//   DELETE_USER  "allowed" (the server enables delete-user) or unset (it answers 404)
 //
 // Output: one "PASS <name> - detail" or "FAIL <name> - detail" line per check,
 // then "N passed, M failed" alone on a line. Exit 0 only if nothing failed.
@@ -324,17 +335,17 @@ async function main() {
 		report(false, "old session cookie after sign-out gets null", "skipped: sign-in set no cookie");
 	}
 
-	// 12. No immediate revocation: the earlier JWT still verifies, against a
-	// freshly fetched key set.
+	// 12. The earlier JWT's signature still verifies against a freshly
+	// fetched key set: a revocation is the server's check, not the key's.
 	if (jwt) {
 		try {
 			const { payload } = await verify(jwt, createRemoteJWKSet(JWKS_URL));
-			report(payload.sub === user?.id, "JWT issued before sign-out still verifies (no immediate revocation)", `sub=${payload.sub}`);
+			report(payload.sub === user?.id, "JWT issued before sign-out still verifies offline (revocation is the server's check)", `sub=${payload.sub}`);
 		} catch (e) {
-			report(false, "JWT issued before sign-out still verifies (no immediate revocation)", `${e.code ?? e.name}: ${e.message}`);
+			report(false, "JWT issued before sign-out still verifies offline (revocation is the server's check)", `${e.code ?? e.name}: ${e.message}`);
 		}
 	} else {
-		report(false, "JWT issued before sign-out still verifies (no immediate revocation)", "skipped: no JWT was issued");
+		report(false, "JWT issued before sign-out still verifies offline (revocation is the server's check)", "skipped: no JWT was issued");
 	}
 }
 
@@ -467,10 +478,158 @@ async function recovery(stamp, password) {
 	await client.signOut();
 }
 
+// ---------------------------------------------------------------------------
+// Sessions and the account, through the client's own calls, and what each
+// revokes (ACCOUNT_CHECKS=1; the revocations where BUSINESS_URL says).
+
+const ACCOUNT_CHECKS = process.env.ACCOUNT_CHECKS === "1";
+const BUSINESS_URL = process.env.BUSINESS_URL ?? "";
+const CHANGE_EMAIL = process.env.CHANGE_EMAIL || "immediate";
+const DELETE_USER = process.env.DELETE_USER === "allowed";
+
+// jarJWT is get-session's JWT for the jar's session.
+async function jarJWT() {
+	let jwt = null;
+	await client.getSession({ fetchOptions: { onSuccess: (ctx) => (jwt = ctx.response.headers.get("set-auth-jwt")) } });
+	return jwt;
+}
+
+// device signs in outside the jar (another browser) and returns its
+// cookie and JWT.
+async function device(email, password) {
+	const res = await fetch(`${BASE_URL}${BASE_PATH}/sign-in/email`, {
+		method: "POST",
+		headers: { "content-type": "application/json", origin: ORIGIN },
+		body: JSON.stringify({ email, password }),
+	});
+	const c = res.headers.getSetCookie().map(parseSetCookie).find((c) => c.name === COOKIE_NAME && !c.expired);
+	const cookie = c ? `${COOKIE_NAME}=${c.value}` : "";
+	const gs = await fetch(`${BASE_URL}${BASE_PATH}/get-session`, { headers: { cookie } });
+	return { cookie, jwt: gs.headers.get("set-auth-jwt"), session: (await gs.json())?.session };
+}
+
+// business is the status of BUSINESS_URL with jwt, retried until it is
+// (or is not) 401 for up to 3 s: a revocation reaches other processes
+// within the server's bound.
+async function business(jwt, want401) {
+	let status = 0;
+	for (const deadline = Date.now() + 3000; Date.now() < deadline; await new Promise((r) => setTimeout(r, 50))) {
+		status = (await fetch(BUSINESS_URL, { headers: { authorization: `Bearer ${jwt}` } })).status;
+		if ((status === 401) === want401) break;
+	}
+	return status;
+}
+
+async function revoked(name, jwt) {
+	if (!BUSINESS_URL) return;
+	const s = await business(jwt, true);
+	report(s === 401, `${name}: the revoked JWT is refused (401)`, `status=${s}`);
+}
+
+async function alive(name, jwt) {
+	if (!BUSINESS_URL) return;
+	const s = await business(jwt, false);
+	report(s !== 401, `${name}: the other JWT still works`, `status=${s}`);
+}
+
+async function accounts(stamp, password) {
+	if (!ACCOUNT_CHECKS) {
+		console.log("SKIP sessions and account - ACCOUNT_CHECKS is not set");
+		return;
+	}
+	const email = `client-account+${stamp}@example.com`;
+	const up = await client.signUp.email({ name: "Client Account", email, password });
+	report(!up.error, "sign-up of the account", json(up.error ?? "ok"));
+	const jwtA = await jarJWT();
+	const b = await device(email, password);
+
+	// 20. listSessions: both, in Better Auth's session shape, tokens
+	// included; the JWT names its session by id, never by token.
+	const list = await client.listSessions();
+	const sessions = Array.isArray(list.data) ? list.data : [];
+	report(
+		!list.error && sessions.length === 2 && sessions.every((s) => typeof s.id === "string" && typeof s.token === "string" && s.userId === up.data?.user?.id && s.expiresAt),
+		"listSessions returns the user's two sessions",
+		list.error ? `${json(list.error)} ${describe(last("/list-sessions"))}` : clip(json(sessions)),
+	);
+	if (BUSINESS_URL && b.jwt) {
+		const sid = JSON.parse(Buffer.from(b.jwt.split(".")[1], "base64url")).sid;
+		report(sid === b.session?.id && !sessions.some((s) => s.token === sid), "the JWT's sid is its session's id, never its token", `sid=${sid}`);
+	}
+
+	// 21. revokeSession: the other device's session by its token.
+	const rs = await client.revokeSession({ token: sessions.find((s) => s.id === b.session?.id)?.token ?? "" });
+	report(!rs.error && rs.data?.status === true, "revokeSession returns {status:true}", json(rs.error ?? rs.data));
+	const bAfter = await fetch(`${BASE_URL}${BASE_PATH}/get-session`, { headers: { cookie: b.cookie } });
+	report((await bAfter.text()) === "null", "the revoked session's cookie gets null");
+	await revoked("revokeSession", b.jwt);
+	await alive("revokeSession", jwtA);
+
+	// 22. updateUser.
+	const uu = await client.updateUser({ name: "Client Renamed", image: "https://example.com/renamed.png" });
+	report(!uu.error && uu.data?.status === true, "updateUser returns {status:true}", json(uu.error ?? uu.data));
+	const renamed = await client.getSession();
+	report(renamed.data?.user?.name === "Client Renamed" && renamed.data?.user?.image === "https://example.com/renamed.png", "getSession after updateUser shows the new name and image", json(renamed.data?.user));
+	const noEmail = await client.updateUser({ email: "x@example.com" });
+	report(noEmail.error?.status === 400 && noEmail.error?.code === "EMAIL_CAN_NOT_BE_UPDATED", "updateUser with an email: 400 EMAIL_CAN_NOT_BE_UPDATED", json(noEmail.error ?? noEmail.data));
+
+	// 23. changeEmail of the unverified address.
+	const newEmail = `client-moved+${stamp}@example.com`;
+	const ce = await client.changeEmail({ newEmail, callbackURL: "/moved" });
+	report(!ce.error && ce.data?.status === true, "changeEmail returns {status:true}", json(ce.error ?? ce.data));
+	const moved = await client.getSession();
+	const want = CHANGE_EMAIL === "immediate" ? newEmail : email;
+	report(moved.data?.user?.email === want, `changeEmail of an unverified address: ${CHANGE_EMAIL === "immediate" ? "changed at once" : "unchanged until the link"}`, `email=${moved.data?.user?.email}`);
+	const current = moved.data?.user?.email ?? email;
+
+	// 24. revokeOtherSessions: a third device goes, this one stays.
+	const c = await device(current, password);
+	const ros = await client.revokeOtherSessions();
+	report(!ros.error && ros.data?.status === true, "revokeOtherSessions returns {status:true}", json(ros.error ?? ros.data));
+	const mine = await client.getSession();
+	report(!!mine.data?.session, "the caller's session survives revokeOtherSessions", json(mine.error ?? "ok"));
+	await revoked("revokeOtherSessions", c.jwt);
+	await alive("revokeOtherSessions", jwtA);
+
+	// 25. changePassword with revokeOtherSessions: every JWT issued up to
+	// now goes; the caller goes on with a session (its own, or Better
+	// Auth's new one) whose next JWT works.
+	const d = await device(current, password);
+	const cp = await client.changePassword({ currentPassword: password, newPassword: password + "-changed", revokeOtherSessions: true });
+	report(!cp.error && cp.data?.user?.email === current, "changePassword with revokeOtherSessions returns {token,user}", json(cp.error ?? cp.data));
+	await revoked("changePassword", d.jwt);
+	await revoked("changePassword (the caller's older JWT too)", jwtA);
+	const jwtAfter = await jarJWT();
+	report(!!jwtAfter, "get-session after changePassword mints a JWT");
+	await alive("changePassword (a JWT minted after it)", jwtAfter);
+
+	// 26. revokeSessions: everything, the caller's too.
+	const rss = await client.revokeSessions();
+	report(!rss.error && rss.data?.status === true, "revokeSessions returns {status:true}", json(rss.error ?? rss.data));
+	const none = await client.getSession();
+	report(!none.error && none.data === null, "getSession after revokeSessions is null", json(none.error ?? none.data));
+	await revoked("revokeSessions", jwtAfter);
+
+	// 27. deleteUser.
+	const again = await client.signIn.email({ email: current, password: password + "-changed" });
+	report(!again.error, "sign-in after revokeSessions", json(again.error ?? "ok"));
+	const lastJWT = await jarJWT();
+	const del = await client.deleteUser({ password: password + "-changed" });
+	if (DELETE_USER) {
+		report(!del.error && del.data?.success === true && del.data?.message === "User deleted", "deleteUser returns {success:true,message:\"User deleted\"}", json(del.error ?? del.data));
+		const gone = await client.signIn.email({ email: current, password: password + "-changed" });
+		report(gone.error?.status === 401, "sign-in after deleteUser fails", json(gone.error ?? gone.data));
+		await revoked("deleteUser", lastJWT);
+	} else {
+		report(del.error?.status === 404, "deleteUser when not enabled: 404", json(del.error ?? del.data));
+	}
+}
+
 try {
 	const stamp = `${Date.now()}-${Math.random().toString(36).slice(2, 8)}`;
 	await main();
 	await recovery(stamp, "correct-horse-battery-staple");
+	await accounts(stamp, "correct-horse-battery-staple");
 } catch (e) {
 	const cause = e?.cause ? ` (cause: ${e.cause.code ?? ""} ${e.cause.message ?? e.cause})` : "";
 	report(false, "unexpected exception", `${e?.message ?? e}${cause} at ${BASE_URL}\n${e?.stack ?? ""}`);
