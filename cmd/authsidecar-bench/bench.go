@@ -260,6 +260,31 @@ func (b *bench) conns(sd scenarioDef) int {
 func (b *bench) runScenario(ctx context.Context, d scenarioDef) (scenarioReport, error) {
 	dur := time.Duration(float64(b.o.Duration) * d.weight)
 	sr := scenarioReport{Key: string(d.key), Label: d.label, Baseline: d.bare, Seconds: dur.Seconds(), Connections: b.conns(d)}
+	if d.effect {
+		b.logf("scenario %s: %d sign-outs, each timed to its 401 on the sidecar and on a verifier", d.key, effectTrials)
+		e, err := b.measureEffect(ctx)
+		if err != nil {
+			return sr, err
+		}
+		sr.Effect = &e
+		b.logf("  %s: median %.0f ms, max %.0f ms on the sidecar; median %.0f ms, max %.0f ms on the verifier", d.key, e.SelfMedian, e.SelfMax, e.OtherMedian, e.OtherMax)
+		return sr, nil
+	}
+	if d.revocations {
+		n := b.heldRevocations()
+		b.logf("scenario %s: inserting %d revocations", d.key, n)
+		if err := seedRevocations(ctx, b.db, n); err != nil {
+			return sr, err
+		}
+		defer func() {
+			if err := clearRevocations(context.WithoutCancel(ctx), b.db); err != nil {
+				b.logf("scenario %s: %v", d.key, err)
+			}
+		}()
+		if b.o.Smoke {
+			sr.Notes = append(sr.Notes, fmt.Sprintf("smoke: %d revocations held, not a million", n))
+		}
+	}
 	if d.key == scenNewToken {
 		if err := b.fillPool(ctx, dur, &sr); err != nil {
 			return sr, err

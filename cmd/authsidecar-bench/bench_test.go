@@ -83,6 +83,13 @@ func TestSmoke(t *testing.T) {
 		if !strings.Contains(table, "| "+d.label+" |") {
 			t.Errorf("table has no row for %s (%q)", d.key, d.label)
 		}
+		if d.effect {
+			// No load: times, not rates.
+			if e := s.Effect; e == nil || e.Trials != effectTrials || e.SelfMedian <= 0 || e.OtherMedian <= 0 || e.OtherMax > 10000 {
+				t.Errorf("%s: time to effect %+v, want %d trials with times", d.key, e, effectTrials)
+			}
+			continue
+		}
 		if s.Sidecar.RPS <= 0 {
 			t.Errorf("%s: sidecar req/s = %v, want > 0", d.key, s.Sidecar.RPS)
 		}

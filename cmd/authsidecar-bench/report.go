@@ -101,6 +101,8 @@ type scenarioReport struct {
 	// Skipped says why the scenario did not run (no PostgreSQL); it then
 	// has no numbers and no row.
 	Skipped string `json:"skipped,omitempty"`
+	// Effect is r's measurement (it has no load and no row of numbers).
+	Effect *effectReport `json:"time_to_effect,omitempty"`
 }
 
 func summarize(runs []runStats) summary {
@@ -271,6 +273,19 @@ func (r *report) finish(total time.Duration) {
 		}
 		r.Notes = append(r.Notes, n)
 	}
+	if rv := r.scenario(scenRevocations); rv != nil && rv.Ratio != nil {
+		n := fmt.Sprintf("a-rev1m (a's hot path with the revocations held): req/s ratio %.2f, p99 ratio %.2f, CPU µs/req ratio %.2f, steady RSS %.1f MiB",
+			rv.Ratio.RPS, rv.Ratio.P99, rv.Ratio.CPU, rv.Sidecar.RSSMiB)
+		if a := r.scenario(scenBusiness); a != nil && a.Ratio != nil {
+			n += fmt.Sprintf("; a (none held) in this run: %.2f, %.2f, %.2f, %.1f MiB: req/s with them held %.3f of without (two scenarios' ratios: within a few %% is noise)",
+				a.Ratio.RPS, a.Ratio.P99, a.Ratio.CPU, a.Sidecar.RSSMiB, ratio(rv.Ratio.RPS, a.Ratio.RPS))
+		}
+		r.Notes = append(r.Notes, n)
+	}
+	if e := r.scenario(scenEffect); e != nil && e.Effect != nil {
+		r.Notes = append(r.Notes, fmt.Sprintf("r: a sign-out's JWT refused after median %.1f ms (max %.1f) on the sidecar that wrote it, median %.0f ms (max %.0f) on a verifier reading its feed, over %d trials (bound: 2000 ms: %s)",
+			e.Effect.SelfMedian, e.Effect.SelfMax, e.Effect.OtherMedian, e.Effect.OtherMax, e.Effect.Trials, met(e.Effect.OtherMax <= 2000)))
+	}
 	for _, c := range []struct{ pg, sqlite scenarioKey }{{scenSessionPG, scenSession}, {scenSignInPG, scenSignIn}} {
 		p := r.scenario(c.pg)
 		if p == nil {
@@ -353,7 +368,7 @@ func (r *report) markdown() string {
 	st := r.Settings
 	var lengths []string
 	for _, s := range r.Scenarios {
-		if s.Skipped != "" {
+		if s.Skipped != "" || s.Effect != nil {
 			continue
 		}
 		l := fmt.Sprintf("%s %v", s.Key, time.Duration(s.Seconds*float64(time.Second)).Round(time.Millisecond))
@@ -382,6 +397,13 @@ func (r *report) markdown() string {
 	}
 	for _, s := range r.Scenarios {
 		if s.Skipped != "" {
+			continue
+		}
+		if e := s.Effect; e != nil {
+			// No load: p50 is the median time to the 401, p99 the
+			// slowest of the trials.
+			fmt.Fprintf(&b, "| %s | sidecar | - | %s | - | %s | 0 | - | - | - |\n", s.Label, fmtLatency(1000*e.SelfMedian), fmtLatency(1000*e.SelfMax))
+			fmt.Fprintf(&b, "| | verifier | - | %s | - | %s | 0 | - | - | - |\n", fmtLatency(1000*e.OtherMedian), fmtLatency(1000*e.OtherMax))
 			continue
 		}
 		if s.Bare == nil {

@@ -21,6 +21,8 @@ const (
 	scenSignIn        scenarioKey = "f"          // sign-in alone
 	scenSessionPG     scenarioKey = "e-pg"       // get-session alone, on PostgreSQL
 	scenSignInPG      scenarioKey = "f-pg"       // sign-in alone, on PostgreSQL
+	scenRevocations   scenarioKey = "a-rev1m"    // a, with a million revocations held
+	scenEffect        scenarioKey = "r"          // revocation time to effect, no load
 )
 
 // scenarioDef is a scenario's fixed description.
@@ -44,6 +46,12 @@ type scenarioDef struct {
 	// postgres: the full sidecar runs on PostgreSQL, with users signed up
 	// there; skipped (with a note) when there is no PostgreSQL.
 	postgres bool
+	// revocations: the database holds this many revocations (the
+	// sidecar loads them before it serves) while the scenario runs.
+	revocations bool
+	// effect: no load; the time a sign-out takes to be refused
+	// (revocation.go).
+	effect bool
 }
 
 // stream is the scenario whose requests d sends.
@@ -72,6 +80,8 @@ var scenarioDefs = []scenarioDef{
 	{key: scenWebSocket, label: "d: WebSocket handshake, ?token=", weight: 0.5, bare: true, tunnel: true},
 	{key: scenSession, label: "e: get-session alone (no baseline)", weight: 0.5},
 	{key: scenSignIn, label: "f: sign-in alone, scrypt (no baseline)", weight: 0.5, maxConns: signInConns},
+	{key: scenRevocations, label: "a-rev1m: business GET, 1,000,000 revocations held", weight: 1, bare: true, requests: scenBusiness, revocations: true},
+	{key: scenEffect, label: "r: revocation time to effect: sign-out to 401 on the same sidecar and on a verifier (no load)", effect: true},
 	{key: scenSessionPG, label: "e-pg: get-session alone, PostgreSQL (no baseline)", weight: 0.5, requests: scenSession, postgres: true},
 	{key: scenSignInPG, label: "f-pg: sign-in alone, scrypt, PostgreSQL (no baseline)", weight: 0.5, maxConns: signInConns,
 		requests: scenSignIn, postgres: true},
@@ -165,7 +175,7 @@ func (f *fixtures) generatorFor(k scenarioKey, host string, sidecar bool) genera
 		return kindSignIn
 	}
 	switch k {
-	case scenBusiness, scenBusinessNoLog:
+	case scenBusiness, scenBusinessNoLog, scenRevocations:
 		return business
 	case scenMix:
 		return func(w *worker) kind {
