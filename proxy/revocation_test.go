@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -170,4 +171,26 @@ func TestWebSocketClosedOnRevocation(t *testing.T) {
 func jsonHasCode(body []byte, code string) bool {
 	var e struct{ Code string }
 	return json.Unmarshal(body, &e) == nil && e.Code == code
+}
+
+// TestFeedAnswerIsNoUserToken: a JWS under the revocation feed's typ,
+// signed with a good key and carrying a user token's claims, is refused:
+// nothing the feed signs can authenticate a request.
+func TestFeedAnswerIsNoUserToken(t *testing.T) {
+	pub, priv, _ := ed25519.GenerateKey(nil)
+	kc := proxy.NewKeyCache(proxy.KeyCacheOptions{Source: &staticKeys{keys: []proxy.Key{{KID: "k1", Public: pub}}}})
+	if err := kc.Load(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	jv := proxy.NewJWTVerifier(proxy.JWTVerifierOptions{Keys: kc, Issuer: origin, Audience: origin})
+	now := time.Now()
+	claims := map[string]any{"sub": "u1", "iat": now.Unix(), "exp": now.Add(time.Hour).Unix(), "iss": origin, "aud": origin}
+	if _, err := jv.Verify(context.Background(), sign(priv, map[string]any{"alg": "EdDSA", "kid": "k1", "typ": "JWT"}, claims)); err != nil {
+		t.Fatalf("the same claims as a user token: %v", err)
+	}
+	_, err := jv.Verify(context.Background(), sign(priv, map[string]any{"alg": "EdDSA", "kid": "k1", "typ": revocation.FeedType}, claims))
+	var ae *proxy.AuthError
+	if !errors.As(err, &ae) || ae.Reason != proxy.ReasonMalformed {
+		t.Errorf("typ %s: got %v, want refused as malformed", revocation.FeedType, err)
+	}
 }
