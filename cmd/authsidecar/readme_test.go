@@ -462,7 +462,7 @@ func TestReadmeCommands(t *testing.T) {
 	// What the docs assume is there: your app, a second service, and a
 	// PostgreSQL whose role and database match their DATABASE_URL.
 	ports := portMap{}
-	for port, h := range map[int]http.Handler{3000: readmeApp(), 4000: echoAs("the second service")} {
+	for port, h := range map[int]http.Handler{3000: readmeApp(), 4000: webclient.Echo("the second service")} {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)
@@ -645,6 +645,6 @@ func readmePostgres() (*pgcluster.Cluster, error) {
 func readmeApp() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/ws/chat", webclient.EchoWebSocket())
-	mux.HandleFunc("/", echo)
+	mux.Handle("/", webclient.Echo("authsidecar demo echo"))
 	return mux
 }
