@@ -161,7 +161,6 @@ wait_http http://127.0.0.1:9093/readyz`,
 	want: []string{
 		`"email":"bea@example.com"`, `"redirect":false`,
 		`"path": "/api/tasks",\s*` + userID,
-		`\{"success":true\}\s*null`, // sign-out, then get-session on another replica
 	},
 }, {
 	first:    `cat > verifier.yaml <<'EOF'`,
@@ -179,6 +178,15 @@ wait_http http://127.0.0.1:9093/readyz`,
 	want: []string{
 		`"upstream": "the second service",\s*"method": "GET",\s*"path": "/api/tasks",\s*` + userID,
 		`"code":"NOT_FOUND"`,
+	},
+}, {
+	first:    `curl -s -b jar -X POST $R2/api/auth/sign-out             # {"success":true}`,
+	another:  true,
+	postgres: true,
+	want: []string{
+		`\{"success":true\}\s*null`, // sign-out, then get-session on another replica
+		// The JWT revoked on a replica and on the verifier.
+		`"code":"UNAUTHORIZED"`, `"code":"UNAUTHORIZED"`,
 	},
 }}
 
