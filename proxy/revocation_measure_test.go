@@ -27,8 +27,8 @@ import (
 // cost no noise explains (twice the time), the sign of a lookup that
 // scans.
 func TestHotPathRevocationCost(t *testing.T) {
-	if testing.Short() {
-		t.Skip("a measurement: 101 rounds of 3 x 4000 requests")
+	if testing.Short() || raceEnabled {
+		t.Skip("a measurement (101 rounds of 3 x 4000 requests), meaningless under -short or -race")
 	}
 	million := revocation.NewSet(revocation.SetOptions{TTL: 31 * 24 * time.Hour, Usable: true})
 	r := mathrand.New(mathrand.NewPCG(9, 10))

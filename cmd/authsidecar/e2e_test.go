@@ -272,7 +272,7 @@ func TestBetterAuthClient(t *testing.T) {
 	up := echoUpstream(t)
 	cfgPath, port := writeConfig(t, t.TempDir(), fmt.Sprintf("email: { delivery: log }\nupstream: %q\nauth: { allow_delete_user: true }\n", up.URL))
 	s := startSidecar(t, cfgPath, port, e2eSecret)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "node", "client-check.mjs")
 	cmd.Dir = dir

@@ -36,7 +36,7 @@ import { createAuthClient } from "better-auth/client";
 import { jwtClient } from "better-auth/client/plugins";
 import { createRemoteJWKSet, decodeProtectedHeader, jwtVerify } from "jose";
 
-const TIMEOUT_MS = 30_000;
+const TIMEOUT_MS = 90_000;
 
 const BASE_URL = (process.env.BASE_URL ?? "").replace(/\/+$/, "");
 if (!BASE_URL) {
