@@ -281,6 +281,13 @@ func TestBetterAuthClient(t *testing.T) {
 	out, err := cmd.CombinedOutput()
 	t.Logf("client-check:\n%s", out)
 	if err != nil {
+		// The server's warnings and errors say why a call failed (a 503
+		// names its cause only in the log).
+		for _, line := range strings.Split(s.stderr.String(), "\n") {
+			if strings.Contains(line, `"level":"ERROR"`) || strings.Contains(line, `"level":"WARN"`) {
+				t.Log(line)
+			}
+		}
 		t.Fatalf("Better Auth client check failed: %v", err)
 	}
 	if !regexp.MustCompile(`(?m)^\d+ passed, 0 failed$`).Match(out) {
