@@ -151,7 +151,7 @@ var badFiles = map[string]string{
 		`bad-idp-kind-options.yaml:15: identity_providers[1].allowed_organizations: is only for kind github (use required_claims with your provider's groups claim)`,
 		`bad-idp-kind-options.yaml:17: identity_providers[1].endpoints.api: is not used by kind oidc`,
 	}, "\n"),
-	"bad-idp-kind.yaml": `bad-idp-kind.yaml:3: identity_providers[0].kind: must be "oidc", "google" or "github", got "saml"`,
+	"bad-idp-kind.yaml":           `bad-idp-kind.yaml:3: identity_providers[0].kind: must be "oidc", "google" or "github", got "saml"`,
 	"bad-idp-oidc-no-issuer.yaml": `bad-idp-oidc-no-issuer.yaml:3: identity_providers[0].issuer: is required for kind oidc: the provider's issuer URL, like https://idp.example.com (discovery at <issuer>/.well-known/openid-configuration)`,
 	"bad-idp-rules.yaml": strings.Join([]string{
 		`bad-idp-rules.yaml:6: identity_providers[0].scopes[0]: "openid email" is not one scope: no spaces, quotes or backslashes`,
