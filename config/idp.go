@@ -22,7 +22,7 @@ type IdentityProvider struct {
 	ID string `yaml:"id"`
 	// Kind is "oidc" (any OpenID Connect provider with discovery: Okta,
 	// Entra ID, Keycloak, Auth0, ...), "google" or "github". Required.
-	Kind string `yaml:"kind"`
+	Kind ProviderKind `yaml:"kind"`
 	// Issuer is the provider's issuer URL: discovery is read at
 	// <issuer>/.well-known/openid-configuration, and id tokens must carry
 	// it as iss. Required for oidc; google: default
@@ -88,12 +88,26 @@ func (p IdentityProvider) SignUpAllowed() bool { return p.SignUp == nil || *p.Si
 // LinksByEmail is LinkByEmail with its default.
 func (p IdentityProvider) LinksByEmail() bool { return p.LinkByEmail == nil || *p.LinkByEmail }
 
+// ProviderKind is what an identity provider is: [KindOIDC], [KindGoogle]
+// or [KindGitHub].
+type ProviderKind string
+
+const (
+	// KindOIDC is any OpenID Connect provider with discovery.
+	KindOIDC ProviderKind = "oidc"
+	// KindGoogle is Google's OpenID Connect endpoints, without discovery.
+	KindGoogle ProviderKind = "google"
+	// KindGitHub is GitHub's (or GitHub Enterprise's) OAuth apps: no
+	// id token; the user and emails come from its REST API.
+	KindGitHub ProviderKind = "github"
+)
+
 // GoogleIssuer is the issuer of a google provider that names none.
 const GoogleIssuer = "https://accounts.google.com"
 
 // IssuerURL is Issuer with the kind's default.
 func (p IdentityProvider) IssuerURL() string {
-	if p.Kind == "google" && p.Issuer == "" {
+	if p.Kind == KindGoogle && p.Issuer == "" {
 		return GoogleIssuer
 	}
 	return p.Issuer
@@ -159,19 +173,19 @@ func checkProviderID(s string) error {
 }
 
 func (p *problems) identityProvider(at string, ip IdentityProvider) {
-	p.oneOf(at+".kind", ip.Kind, "oidc", "google", "github")
+	oneOf(p, at+".kind", ip.Kind, KindOIDC, KindGoogle, KindGitHub)
 	switch ip.Kind {
-	case "oidc":
+	case KindOIDC:
 		if ip.Issuer == "" {
 			p.add(at+".issuer", "is required for kind oidc: the provider's issuer URL, like https://idp.example.com (discovery at <issuer>/.well-known/openid-configuration)")
 		} else {
 			p.check(at+".issuer", checkProviderURL(ip.Issuer))
 		}
-	case "google":
+	case KindGoogle:
 		if ip.Issuer != "" {
 			p.check(at+".issuer", checkProviderURL(ip.Issuer))
 		}
-	case "github":
+	case KindGitHub:
 		if ip.Issuer != "" {
 			p.add(at+".issuer", "is not used by kind github (it has no OpenID issuer): remove it, or set endpoints for GitHub Enterprise")
 		}
@@ -184,12 +198,12 @@ func (p *problems) identityProvider(at string, ip IdentityProvider) {
 	switch {
 	case ip.ClientSecretEnv != "":
 		p.check(at+".client_secret_env", checkEnvName(ip.ClientSecretEnv))
-	case ip.Kind == "google" || ip.Kind == "github":
+	case ip.Kind == KindGoogle || ip.Kind == KindGitHub:
 		p.add(at+".client_secret_env", "is required for kind %s: the environment variable holding the client secret", ip.Kind)
 	}
 	p.list(at+".scopes", ip.Scopes, checkScope)
 	p.list(at+".allowed_email_domains", ip.AllowedEmailDomains, checkEmailDomain)
-	if len(ip.RequiredClaims) > 0 && ip.Kind == "github" {
+	if len(ip.RequiredClaims) > 0 && ip.Kind == KindGitHub {
 		p.add(at+".required_claims", "is only for kinds oidc and google: GitHub has no id token (use allowed_organizations)")
 	}
 	for name, vals := range ip.RequiredClaims {
@@ -200,14 +214,14 @@ func (p *problems) identityProvider(at string, ip IdentityProvider) {
 			p.add(at+".required_claims."+name, "must list at least one value")
 		}
 	}
-	if len(ip.AllowedOrganizations) > 0 && ip.Kind != "github" {
+	if len(ip.AllowedOrganizations) > 0 && ip.Kind != KindGitHub {
 		p.add(at+".allowed_organizations", "is only for kind github (use required_claims with your provider's groups claim)")
 	}
 	p.list(at+".allowed_organizations", ip.AllowedOrganizations, checkGitHubOrg)
 	p.identityEndpoints(at+".endpoints", ip.Kind, ip.Endpoints)
 }
 
-func (p *problems) identityEndpoints(at, kind string, e IdentityEndpoints) {
+func (p *problems) identityEndpoints(at string, kind ProviderKind, e IdentityEndpoints) {
 	for _, ep := range []struct {
 		name, value string
 		kinds       string // the kinds it applies to
@@ -221,7 +235,7 @@ func (p *problems) identityEndpoints(at, kind string, e IdentityEndpoints) {
 		if ep.value == "" {
 			continue
 		}
-		if kind != "" && !strings.Contains(ep.kinds, kind) {
+		if kind != "" && !strings.Contains(ep.kinds, string(kind)) {
 			p.add(at+"."+ep.name, "is not used by kind %s", kind)
 			continue
 		}
