@@ -26,6 +26,14 @@ type socialEnv struct {
 	op  *oidctest.OP
 	si  *oidctest.StandIn
 	set *idp.Set
+	// baseline, when set, is the row counts a hostile case starts from.
+	baseline *[3]int
+}
+
+// rebase makes the row counts now the baseline.
+func (se *socialEnv) rebase() {
+	c := se.counts()
+	se.baseline = &c
 }
 
 const testBase = "http://localhost:8080"
