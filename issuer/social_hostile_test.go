@@ -198,7 +198,6 @@ func TestSocialHostile(t *testing.T) {
 	}
 }
 
-
 func withParam(t *testing.T, raw, key, value string) string {
 	t.Helper()
 	u, err := url.Parse(raw)
