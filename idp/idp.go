@@ -210,42 +210,42 @@ func (s *Set) Providers() []issuer.Provider {
 	return out
 }
 
-// Reload returns a Set for cfgs that keeps s's providers whose Config is
-// unchanged (their discovery, keys and connections), and release, which
-// closes the providers of s the new Set no longer has: call it once the
-// new Set is in service. On error nothing changes and s stays in force.
-func (s *Set) Reload(cfgs []Config) (next *Set, release func(), err error) {
-	next = &Set{o: s.o}
-	kept := map[int]bool{}
+// Reload returns a Set for cfgs that shares s's providers whose Config
+// is unchanged (their discovery, keys and connections) and builds the
+// others. s is not changed: once the new Set is in force, s.Retire(next)
+// closes what only s had; if it is not put in force, next.Retire(s)
+// closes what only next had.
+func (s *Set) Reload(cfgs []Config) (*Set, error) {
+	next := &Set{o: s.o}
+	taken := map[int]bool{}
 	for _, c := range cfgs {
 		var p provider
 		for i, old := range s.cfgs {
-			if !kept[i] && reflect.DeepEqual(old, c) {
-				p, kept[i] = s.provs[i], true
+			if !taken[i] && reflect.DeepEqual(old, c) {
+				p, taken[i] = s.provs[i], true
 				break
 			}
 		}
 		if p == nil {
+			var err error
 			if p, err = newProvider(c, s.o); err != nil {
-				for i, np := range next.provs {
-					if !slices.Contains(s.provs, np) {
-						next.provs[i].close()
-					}
-				}
-				return nil, nil, err
+				next.Retire(s)
+				return nil, err
 			}
 		}
 		next.cfgs = append(next.cfgs, c)
 		next.provs = append(next.provs, p)
 	}
-	release = func() {
-		for i, p := range s.provs {
-			if !kept[i] {
-				p.close()
-			}
+	return next, nil
+}
+
+// Retire closes s's providers that keep does not hold.
+func (s *Set) Retire(keep *Set) {
+	for _, p := range s.provs {
+		if keep == nil || !slices.Contains(keep.provs, p) {
+			p.close()
 		}
 	}
-	return next, release, nil
 }
 
 // Close stops every provider's background work.
