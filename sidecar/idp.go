@@ -7,6 +7,11 @@ import (
 	"github.com/authsidecar/authsidecar/idp"
 )
 
+// ProviderConfigs is providerConfigs, for "authsidecar check".
+func ProviderConfigs(cfg config.Config, getenv func(string) string) ([]idp.Config, error) {
+	return providerConfigs(cfg, getenv)
+}
+
 // providerConfigs maps identity_providers onto package idp, with each
 // provider's client secret read from the environment variable it names.
 // A missing secret is an error: at start-up the sidecar refuses to start,
