@@ -161,7 +161,9 @@ func (p *Provider) render(w http.ResponseWriter, q url.Values, name, email, msg 
 		}
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'")
+	// No form-action: browsers apply it to the redirect that follows the
+	// form, which goes to the sidecar, another origin.
+	w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'")
 	page.Execute(w, map[string]any{"Params": params, "Name": name, "Email": email, "Error": msg})
 }
 
