@@ -40,7 +40,7 @@ const testBase = "http://localhost:8080"
 
 // newSocialEnv starts it; cfg may change the providers' configs before
 // they are built, opts the issuer's.
-func newSocialEnv(t *testing.T, cfg func(map[string]*idp.Config), opts ...func(*issuer.Options)) *socialEnv {
+func newSocialEnv(t testing.TB, cfg func(map[string]*idp.Config), opts ...func(*issuer.Options)) *socialEnv {
 	t.Helper()
 	se := &socialEnv{}
 	se.op = oidctest.StartOP(t, []string{testBase + "/api/auth/callback/corp"}, oidctest.Alice,
@@ -77,7 +77,7 @@ func newSocialEnv(t *testing.T, cfg func(map[string]*idp.Config), opts ...func(*
 }
 
 // newEnvClock is newEnv with a given clock (shared with the providers).
-func newEnvClock(t *testing.T, clk *clock, mutate ...func(*issuer.Options)) *env {
+func newEnvClock(t testing.TB, clk *clock, mutate ...func(*issuer.Options)) *env {
 	t.Helper()
 	return newEnv(t, append([]func(*issuer.Options){func(o *issuer.Options) { o.Now = clk.Now }}, mutate...)...).withClock(clk)
 }
@@ -86,13 +86,13 @@ func (e *env) withClock(c *clock) *env { e.clock = c; return e }
 
 // browser is one browser: its own cookies, redirects shown, not followed.
 type browser struct {
-	t   *testing.T
+	t   testing.TB
 	e   *socialEnv
 	c   *http.Client
 	jar *cookiejar.Jar
 }
 
-func (se *socialEnv) browser(t *testing.T) *browser {
+func (se *socialEnv) browser(t testing.TB) *browser {
 	jar, _ := cookiejar.New(nil)
 	return &browser{t: t, e: se, jar: jar, c: &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
 }
@@ -192,7 +192,7 @@ func (b *browser) jwt() string {
 }
 
 // location returns the redirect's target and its error parameter.
-func location(t *testing.T, r resp) (string, string) {
+func location(t testing.TB, r resp) (string, string) {
 	t.Helper()
 	if r.status != http.StatusFound {
 		t.Fatalf("got %d %s, want a 302", r.status, r.body)
@@ -212,7 +212,7 @@ func (se *socialEnv) counts() [3]int {
 
 // rawDB is a plain handle on the issuer's SQLite file, for what the
 // store's API does not offer (marking a user verified).
-func (se *socialEnv) rawDB(t *testing.T) *sql.DB {
+func (se *socialEnv) rawDB(t testing.TB) *sql.DB {
 	db, err := sql.Open("sqlite", "file:"+se.dbPath+"?_pragma=busy_timeout(10000)")
 	if err != nil {
 		t.Fatal(err)
