@@ -266,7 +266,7 @@ func (s *StandIn) token(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	resp := map[string]any{"access_token": access, "expires_in": 3599, "token_type": "Bearer",
-		"scope": "openid https://www.googleapis.com/auth/userinfo.email https://www.googleapis.com/auth/userinfo.profile",
+		"scope":    "openid https://www.googleapis.com/auth/userinfo.email https://www.googleapis.com/auth/userinfo.profile",
 		"id_token": s.IDTokenFor(nonce)}
 	if refreshToken != "" {
 		resp["refresh_token"] = refreshToken
