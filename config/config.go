@@ -51,6 +51,10 @@ type Config struct {
 	Shutdown Shutdown `yaml:"shutdown"`
 	Cache    Cache    `yaml:"cache"`
 	Email    Email    `yaml:"email"`
+	// IdentityProviders are the OpenID Connect providers, Google and GitHub
+	// users may sign in with, besides their password. Default empty: none.
+	// Reloadable, whole: a reload that breaks any entry changes none.
+	IdentityProviders []IdentityProvider `yaml:"identity_providers"`
 }
 
 // Database says where users, sessions and signing keys are stored.
@@ -475,5 +479,6 @@ func Default() Config {
 			SMTP:        SMTP{PasswordEnv: "SMTP_PASSWORD", TLS: TLSStartTLS},
 			Webhook:     Webhook{SecretEnv: "EMAIL_WEBHOOK_SECRET", Timeout: Duration(10 * time.Second)},
 		},
+		IdentityProviders: []IdentityProvider{},
 	}
 }

@@ -47,6 +47,8 @@ type cliEnv struct {
 	configPath string
 	// configSet says -config was given, not defaulted.
 	configSet bool
+	// online: check contacts the identity providers (-online).
+	online bool
 }
 
 var commands = []command{
@@ -56,7 +58,8 @@ var commands = []command{
 			"reported as created by the first serve (once its directory is found writable), an older\n" +
 			"schema as migrations serve applies, a PostgreSQL database without tables as tables serve\n" +
 			"creates. It decrypts the stored signing keys with the secret (verifier mode: fetches the\n" +
-			"JWKS once). Every problem is printed as a FAIL line, then their count; the exit status is 1\n" +
+			"JWKS once). With -online it also fetches each identity provider's discovery document and\n" +
+			"JWKS and says what it found (without it, providers are not contacted). Every problem is printed as a FAIL line, then their count; the exit status is 1\n" +
 			"if there is any. When the config does not load, the secret is still checked, under the\n" +
 			"auth.secret_env the file names (or AUTH_SECRET)."},
 	{name: "version", summary: "print the version", run: cmdVersion},
@@ -136,6 +139,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	fs := flag.NewFlagSet("authsidecar "+path, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&e.configPath, "config", "sidecar.yaml", "configuration `file`")
+	if path == "check" {
+		fs.BoolVar(&e.online, "online", false, "also fetch each identity provider's discovery document and JWKS")
+	}
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: authsidecar %s [-config FILE]%s\n\n%s.\n", path, prefixed(" ", c.args), upperFirst(c.summary))
 		if c.detail != "" {
