@@ -185,7 +185,8 @@ type Routes struct {
 	// "X-User-Id". Must be a valid header name and not a header the proxy
 	// itself relies on (Authorization, Cookie, Host, ...).
 	IdentityHeader string `yaml:"identity_header"`
-	// CookieOnly lists exact paths authenticated by the session cookie
+	// CookieOnly lists paths (exact, or a prefix when ending in "/")
+	// authenticated by the session cookie
 	// instead of a Bearer JWT, for top-level navigations that cannot send an
 	// Authorization header. Default ["/api/mcp-oauth/authorize"], and empty
 	// in verifier mode. Empty: no cookie-authenticated business route.
