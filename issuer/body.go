@@ -9,7 +9,10 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
+	"sync"
+	"time"
 	"unicode/utf8"
 
 	"github.com/authsidecar/authsidecar/internal/strictjson"
@@ -33,6 +36,9 @@ func readFields(w http.ResponseWriter, r *http.Request, limit int64, allowForm b
 		if errors.As(err, &tooBig) {
 			return nil, errBodyTooLarge
 		}
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			return nil, errBodyTimeout
+		}
 		return nil, &apiError{status: http.StatusBadRequest, code: "BAD_REQUEST", message: "Could not read request body", cause: err}
 	}
 	mt := ""
@@ -52,6 +58,44 @@ func readFields(w http.ResponseWriter, r *http.Request, limit int64, allowForm b
 	default:
 		return nil, errUnsupportedType(r.Header.Get("Content-Type"), allowForm)
 	}
+}
+
+var errBodyTimeout = &apiError{status: http.StatusRequestTimeout, code: "REQUEST_TIMEOUT", message: "Request body not received in time"}
+
+// bodyDeadline bounds the time to read r's body: the connection's read
+// deadline is set bodyTimeout from now and cleared as soon as the body has
+// been read (or reading failed), so the rest of the handler (a hash
+// waiting for its slot) is not cut short, while a body that never arrives
+// ends in 408 (readFields) and the connection is closed. A request
+// without a body sets nothing: net/http is already reading the connection
+// in the background for the next request, and a deadline would end it.
+// Bodies of business routes never come here: they stream to the upstream.
+func (iss *Issuer) bodyDeadline(w http.ResponseWriter, r *http.Request) {
+	if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
+		return
+	}
+	rc := http.NewResponseController(w)
+	// The network's clock, not the injected one: this is an I/O deadline.
+	if err := rc.SetReadDeadline(time.Now().Add(iss.bodyTimeout)); err != nil {
+		return // not a connection net/http serves (a test recorder): nothing to bound
+	}
+	r.Body = &deadlineBody{ReadCloser: r.Body, clear: func() { rc.SetReadDeadline(time.Time{}) }}
+}
+
+// deadlineBody clears the read deadline once its body is read to the end
+// or has failed.
+type deadlineBody struct {
+	io.ReadCloser
+	once  sync.Once
+	clear func()
+}
+
+func (b *deadlineBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err != nil {
+		b.once.Do(b.clear)
+	}
+	return n, err
 }
 
 func errUnsupportedType(ct string, allowForm bool) *apiError {

@@ -89,38 +89,58 @@ type Limits struct {
 	// limits uses of reset and verification links per client IP. Zero: no
 	// limit.
 	MailPerIP, MailPerEmail, TokenPerIP Rate
+	// PasswordCheckPerIP and PasswordCheckPerUser limit checks of a
+	// signed-in user's current password (change-password, and every
+	// endpoint that hashes one: checkPassword), per client IP in this
+	// process and per user in the store; 429 with Retry-After beyond,
+	// before any hashing. Zero: no limit.
+	PasswordCheckPerIP, PasswordCheckPerUser Rate
+	// IPv6Prefix is the prefix length by which every per-IP limit (and
+	// the hashing queue's fair share) groups IPv6 clients: one client
+	// usually holds a whole /64. IPv4 clients are limited per address.
+	// Zero: 64. 128: per address.
+	IPv6Prefix int
+	// BodyReadTimeout bounds the time to read a request body on
+	// /api/auth/*, from the moment the handler starts (408 beyond), so a
+	// client trickling a body cannot hold a connection and a handler.
+	// Zero: 10 seconds.
+	BodyReadTimeout time.Duration
 }
 
 // Issuer serves /api/auth/*. Create it with New.
 type Issuer struct {
-	store      Store
-	origin     string
-	jwtIssuer  string
-	sessions   *SessionReader
-	jwtTTL     time.Duration
-	sessionTTL time.Duration
-	updateAge  time.Duration
-	minPw      int
-	maxPw      int
-	bodyBytes  int64
-	trusted    map[string]bool
-	csrf       *http.CrossOriginProtection
-	cookies    cookies
-	hasher     *hasher
-	keys       *keyring
-	log        *slog.Logger
-	now        func() time.Time
-	dummyHash  string
-	routes     map[string]map[string]handlerFunc
-	metrics    *metrics
-	clientIP   func(*http.Request) string
-	signInIP   *limiter
-	signInMail *sharedLimiter
-	signUpIP   *limiter
-	mailIP     *limiter
-	mailAddr   *sharedLimiter
-	tokenIP    *limiter
-	rec        *recovery
+	store       Store
+	origin      string
+	jwtIssuer   string
+	sessions    *SessionReader
+	jwtTTL      time.Duration
+	sessionTTL  time.Duration
+	updateAge   time.Duration
+	minPw       int
+	maxPw       int
+	bodyBytes   int64
+	trusted     map[string]bool
+	csrf        *http.CrossOriginProtection
+	cookies     cookies
+	hasher      *hasher
+	keys        *keyring
+	log         *slog.Logger
+	now         func() time.Time
+	dummyHash   string
+	routes      map[string]map[string]handlerFunc
+	metrics     *metrics
+	clientIP    func(*http.Request) string
+	signInIP    *limiter
+	signInMail  *sharedLimiter
+	signUpIP    *limiter
+	mailIP      *limiter
+	mailAddr    *sharedLimiter
+	tokenIP     *limiter
+	pwCheckIP   *limiter
+	pwCheckUser *sharedLimiter
+	v6Bits      int
+	bodyTimeout time.Duration
+	rec         *recovery
 }
 
 type handlerFunc func(w http.ResponseWriter, r *http.Request) *apiError
@@ -188,7 +208,7 @@ func New(ctx context.Context, o Options) (*Issuer, error) {
 		minPw:      o.MinPasswordLength,
 		maxPw:      o.MaxPasswordLength,
 		cookies:    cookies{secret: o.Secret, name: name, secure: secure, sameSite: o.CookieSameSite},
-		hasher:     newHasher(o.PasswordCost, hashSlots(o.PasswordHashConcurrency)),
+		hasher:     newHasher(o.PasswordCost, hashSlotCount(o.PasswordHashConcurrency)),
 		log:        o.Logger,
 		now:        o.Now,
 		metrics:    newMetrics(o.Registerer),
@@ -255,8 +275,10 @@ type ReloadOptions struct {
 // everything else with iss: the store, the signing keys, cookies,
 // metrics and the timing hash (so it costs no scrypt run and no query).
 // iss is not changed, so requests it is serving finish with the settings
-// they started with. The per-IP rate limits start afresh; the per-email
-// ones live in the store and keep their counts. A changed
+// they started with. A per-IP limit whose rate (and IPv6Prefix) did not
+// change keeps its buckets, shared with iss, so a reload does not let a
+// flood start afresh; a changed one starts empty. The per-email and
+// per-user ones live in the store and keep their counts. A changed
 // PasswordHashConcurrency gives the new issuer its own hashing slots:
 // while hashes started on iss finish, both sets may run.
 func (iss *Issuer) Reload(o ReloadOptions) (*Issuer, error) {
@@ -268,27 +290,41 @@ func (iss *Issuer) Reload(o ReloadOptions) (*Issuer, error) {
 }
 
 // apply sets what ReloadOptions holds, for New and for Reload alike: the
-// limiters (new buckets), the hashing slots when their number changed,
-// the trusted origins and the client IP function.
+// limiters (those whose settings changed start empty), the hashing slots
+// when their number changed, the trusted origins and the client IP
+// function.
 func (iss *Issuer) apply(o ReloadOptions) error {
 	l := o.Limits
 	iss.bodyBytes = l.BodyBytes
 	if iss.bodyBytes == 0 {
 		iss.bodyBytes = 64 << 10
 	}
-	if n := hashSlots(l.PasswordHashConcurrency); n != cap(iss.hasher.sem) {
+	iss.bodyTimeout = l.BodyReadTimeout
+	if iss.bodyTimeout == 0 {
+		iss.bodyTimeout = 10 * time.Second
+	}
+	iss.v6Bits = l.IPv6Prefix
+	if iss.v6Bits == 0 {
+		iss.v6Bits = 64
+	}
+	if iss.v6Bits < 0 || iss.v6Bits > 128 {
+		return fmt.Errorf("issuer: IPv6 prefix /%d is not between /1 and /128", l.IPv6Prefix)
+	}
+	if n := hashSlotCount(l.PasswordHashConcurrency); n != iss.hasher.slots.n {
 		iss.hasher = newHasher(iss.hasher.params, n)
 	}
 	iss.clientIP = o.ClientIP
 	if iss.clientIP == nil {
 		iss.clientIP = peerIP
 	}
-	iss.signInIP = newLimiter(l.SignInPerIP, iss.now)
+	iss.signInIP = keepLimiter(iss.signInIP, l.SignInPerIP, iss.v6Bits, iss.now)
 	iss.signInMail = newSharedLimiter(iss.store, l.SignInPerEmail, "signin_email:", iss.now)
-	iss.signUpIP = newLimiter(l.SignUpPerIP, iss.now)
-	iss.mailIP = newLimiter(l.MailPerIP, iss.now)
+	iss.signUpIP = keepLimiter(iss.signUpIP, l.SignUpPerIP, iss.v6Bits, iss.now)
+	iss.mailIP = keepLimiter(iss.mailIP, l.MailPerIP, iss.v6Bits, iss.now)
 	iss.mailAddr = newSharedLimiter(iss.store, l.MailPerEmail, "mail_email:", iss.now)
-	iss.tokenIP = newLimiter(l.TokenPerIP, iss.now)
+	iss.tokenIP = keepLimiter(iss.tokenIP, l.TokenPerIP, iss.v6Bits, iss.now)
+	iss.pwCheckIP = keepLimiter(iss.pwCheckIP, l.PasswordCheckPerIP, iss.v6Bits, iss.now)
+	iss.pwCheckUser = newSharedLimiter(iss.store, l.PasswordCheckPerUser, "password_user:", iss.now)
 	iss.trusted = map[string]bool{}
 	iss.csrf = http.NewCrossOriginProtection()
 	for _, origin := range append([]string{iss.origin}, o.TrustedOrigins...) {
@@ -301,8 +337,8 @@ func (iss *Issuer) apply(o ReloadOptions) error {
 	return nil
 }
 
-// hashSlots is PasswordHashConcurrency with its default.
-func hashSlots(n int) int {
+// hashSlotCount is PasswordHashConcurrency with its default.
+func hashSlotCount(n int) int {
 	if n <= 0 {
 		return runtime.GOMAXPROCS(0)
 	}
@@ -341,6 +377,10 @@ func (iss *Issuer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		iss.fail(w, r, &apiError{status: http.StatusMethodNotAllowed, code: "METHOD_NOT_ALLOWED", message: "Method not allowed"})
 		return
 	}
+	// The client's turn in the hashing queue: the key its per-IP limits
+	// use, so one address (or IPv6 prefix) cannot starve the others.
+	r = r.WithContext(withHashClient(r.Context(), clientKey(iss.clientIP(r), iss.v6Bits)))
+	iss.bodyDeadline(w, r)
 	// Cross-site protection for every state-changing request (it lets
 	// GET/HEAD through, and non-browser clients that send neither Origin
 	// nor Sec-Fetch-Site).
@@ -353,11 +393,14 @@ func (iss *Issuer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	switch sub {
 	case "/sign-in/email":
-		if apiErr == errRateLimited {
+		switch apiErr {
+		case errRateLimited:
 			iss.metrics.signins.WithLabelValues("rate_limited").Inc()
-			break
+		case errLockedOut:
+			iss.metrics.signins.WithLabelValues("locked_out").Inc()
+		default:
+			iss.metrics.signins.WithLabelValues(result(apiErr)).Inc()
 		}
-		iss.metrics.signins.WithLabelValues(result(apiErr)).Inc()
 	case "/sign-up/email":
 		if apiErr == errRateLimited {
 			iss.metrics.signups.WithLabelValues("rate_limited").Inc()
