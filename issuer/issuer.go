@@ -108,27 +108,42 @@ type Limits struct {
 }
 
 // Issuer serves /api/auth/*. Create it with New.
+//
+// Reload copies an Issuer: the fields in the first group are shared by
+// every copy (one store, one key ring, one cookie codec, one set of
+// metrics, one recovery intake), so a reload costs no query and no hash;
+// the second group is what apply rebuilds from ReloadOptions, so each copy
+// has its own.
 type Issuer struct {
-	store       Store
-	origin      string
-	jwtIssuer   string
-	sessions    *SessionReader
-	jwtTTL      time.Duration
-	sessionTTL  time.Duration
-	updateAge   time.Duration
-	minPw       int
-	maxPw       int
+	// Shared by every Reload copy; set once by New.
+	store     Store
+	origin    string
+	jwtIssuer string
+	sessions  *SessionReader
+	jwtTTL    time.Duration
+	// sessionTTL and updateAge are a session's life and how often its
+	// expiry moves; minPw and maxPw bound a new password.
+	sessionTTL time.Duration
+	updateAge  time.Duration
+	minPw      int
+	maxPw      int
+	cookies    cookies
+	keys       *keyring
+	log        *slog.Logger
+	now        func() time.Time
+	dummyHash  string
+	metrics    *metrics
+	rec        *recovery
+
+	// Rebuilt by apply (New and each Reload): the limits, the origins
+	// trusted, the client IP and the routes that close over them. hasher
+	// is shared until PasswordHashConcurrency changes, and each per-IP
+	// limiter until its rate or v6Bits does (keepLimiter).
 	bodyBytes   int64
 	trusted     map[string]bool
 	csrf        *http.CrossOriginProtection
-	cookies     cookies
 	hasher      *hasher
-	keys        *keyring
-	log         *slog.Logger
-	now         func() time.Time
-	dummyHash   string
 	routes      map[string]map[string]handlerFunc
-	metrics     *metrics
 	clientIP    func(*http.Request) string
 	signInIP    *limiter
 	signInMail  *sharedLimiter
@@ -140,7 +155,6 @@ type Issuer struct {
 	pwCheckUser *sharedLimiter
 	v6Bits      int
 	bodyTimeout time.Duration
-	rec         *recovery
 }
 
 type handlerFunc func(w http.ResponseWriter, r *http.Request) *apiError

@@ -78,7 +78,7 @@ func (u *headerUpstream) last() (http.Header, string) {
 func from(ip string) []string { return []string{"X-Forwarded-For", ip} }
 
 // signUpFrom creates a user from ip and returns its session cookie.
-func signUpFrom(t *testing.T, s *sidecar, ip, email string) string {
+func signUpFrom(t *testing.T, s *instance, ip, email string) string {
 	t.Helper()
 	res, body := s.do(t, "POST", "/api/auth/sign-up/email", fmt.Sprintf(`{"name":"N","email":%q,"password":"correct-horse-battery"}`, email), from(ip)...)
 	if res.StatusCode != 200 || len(res.Cookies()) != 1 {
@@ -165,11 +165,11 @@ func changePasswordFlood(base, cookie, ip string, conns int, stop chan struct{})
 // the victims' statuses and what the flood got.
 func signInsUnderFlood(t *testing.T, p *process) (victims []int, flood map[int]int, retryAfter bool) {
 	t.Helper()
-	mallory := signUpFrom(t, p.sidecar, "198.51.100.7", "mallory@example.com")
+	mallory := signUpFrom(t, p.instance, "198.51.100.7", "mallory@example.com")
 	var emails []string
 	for i := range 5 {
 		emails = append(emails, fmt.Sprintf("victim%d@example.com", i))
-		signUpFrom(t, p.sidecar, "203.0.113.9", emails[i])
+		signUpFrom(t, p.instance, "203.0.113.9", emails[i])
 	}
 	stop := make(chan struct{})
 	fr, wg := changePasswordFlood(p.base, mallory, "198.51.100.7", 80, stop)
@@ -209,8 +209,8 @@ func TestAbuseBinary(t *testing.T) {
 
 	t.Run("a verification link does not sign a browser into another account", func(t *testing.T) {
 		p, _ := abuseBinary(t, "")
-		signUpFrom(t, p.sidecar, "198.51.100.7", "mallory@example.com")
-		victim := signUpFrom(t, p.sidecar, "203.0.113.9", "victim@example.com")
+		signUpFrom(t, p.instance, "198.51.100.7", "mallory@example.com")
+		victim := signUpFrom(t, p.instance, "203.0.113.9", "victim@example.com")
 		res, body := p.do(t, "POST", "/api/auth/send-verification-email", `{"email":"mallory@example.com"}`, from("198.51.100.7")...)
 		if res.StatusCode != 200 {
 			t.Fatalf("send-verification-email: got %d %s", res.StatusCode, body)
@@ -318,8 +318,8 @@ func TestAbuseBinary(t *testing.T) {
 
 	t.Run("identity headers other proxies set never reach the upstream", func(t *testing.T) {
 		p, up := abuseBinary(t, "")
-		cookie := signUpFrom(t, p.sidecar, "192.0.2.1", "ann@example.com")
-		jwt := getJWT(t, p.sidecar, cookie)
+		cookie := signUpFrom(t, p.instance, "192.0.2.1", "ann@example.com")
+		jwt := getJWT(t, p.instance, cookie)
 		spoofed := []string{"Remote-User", "X-Forwarded-User", "X-Forwarded-Email", "X-Auth-Request-User", "X-Auth-Request-Email", "X-Remote-User", "X-Forwarded-Preferred-Username", "X-Webauth-User", "Remote-Email"}
 		for _, path := range []string{"/api/tasks", "/index.html"} {
 			hdr := []string{"Authorization", "Bearer " + jwt}
