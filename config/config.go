@@ -135,6 +135,15 @@ type Auth struct {
 	// unverified user signs in with the right password (and is refused).
 	// Default false, as Better Auth's sendOnSignIn.
 	SendVerificationOnSignin bool `yaml:"send_verification_on_signin"`
+	// SignInAfterVerification makes a verification link sign in the
+	// browser that opens it when that browser has no session (one signed
+	// in as the same user keeps its session; one signed in as another
+	// user keeps that one: the link never switches accounts). Default
+	// false, as Better Auth's autoSignInAfterVerification: anyone can send
+	// anyone a link for an address of their own, and a link that signs in
+	// would put the victim in the sender's account (login CSRF), where
+	// what they then store is the sender's to read.
+	SignInAfterVerification bool `yaml:"sign_in_after_verification"`
 	// RevokeSessionsOnPasswordReset ends every cookie session of a user
 	// whose password is reset by link. Default true (Better Auth's default
 	// is false): whoever had the old password may hold a session. Issued
@@ -264,6 +273,11 @@ type Limits struct {
 	BodyBytes int64 `yaml:"body_bytes"`
 	// SigninPerEmail limits sign-in attempts per email address, slowing
 	// password guessing against one account. Default "5/m". Zero: off.
+	// It is checked before the password, so it refuses the right one too:
+	// whoever guesses at an address locks its owner out of signing in for
+	// as long as the guessing lasts (a minute after the last try, at the
+	// default). Those refusals are counted apart, as
+	// authsidecar_signins_total{result="locked_out"}.
 	SigninPerEmail Rate `yaml:"signin_per_email"`
 	// SigninPerIP limits sign-in attempts per client IP, slowing password
 	// spraying across accounts. Default "20/m". Zero: off.
@@ -288,6 +302,28 @@ type Limits struct {
 	// verify-email) per client IP, slowing a token-guessing run (429
 	// beyond). Default "30/m". Zero: off.
 	TokenPerIP Rate `yaml:"token_per_ip"`
+	// PasswordCheckPerUser limits checks of a signed-in user's current
+	// password (change-password, and every endpoint that asks for it) per
+	// user, counted in the database so it holds across replicas: whoever
+	// holds a stolen cookie cannot guess the password at hashing speed.
+	// 429 beyond, before any hashing. Default "5/m". Zero: off.
+	PasswordCheckPerUser Rate `yaml:"password_check_per_user"`
+	// PasswordCheckPerIP limits the same checks per client IP, across
+	// users. Default "20/m". Zero: off.
+	PasswordCheckPerIP Rate `yaml:"password_check_per_ip"`
+	// IPv6Prefix is the prefix length by which every per-IP limit (and
+	// each client's fair share of password hashing) groups IPv6 clients:
+	// an ordinary IPv6 client holds a whole /64 and could otherwise rotate
+	// addresses to dodge every limit. IPv4 clients are counted per
+	// address. Default 64. Between 32 and 128 (128: per address).
+	IPv6Prefix int `yaml:"ipv6_prefix"`
+	// BodyReadTimeout bounds the time the sidecar waits for the body of a
+	// request to its own endpoints (/api/auth/*), from the moment it
+	// starts handling it: a client trickling a body would otherwise hold
+	// a connection and a handler for as long as it likes. 408 beyond.
+	// Default 10s. Between 1s and 5m. Proxied bodies stream to the
+	// upstream and are bounded by its timeouts, not this.
+	BodyReadTimeout Duration `yaml:"body_read_timeout"`
 }
 
 // Email configures how password-reset and verification mails are
@@ -373,6 +409,14 @@ type Metrics struct {
 	// reveal internals and cost CPU, so they are opt-in and never on the
 	// public port.
 	Pprof bool `yaml:"pprof"`
+	// ReloadTokenEnv names an environment variable holding a bearer token
+	// that POST /-/reload then requires (Authorization: Bearer <token>;
+	// 401 without it). Default empty: no token, and reloading needs only
+	// reaching the admin listener, which must never be exposed. The value
+	// must be at least 16 bytes. Whatever this says, the admin listener
+	// refuses every request a browser marks as sent by a page (an Origin
+	// header, or Sec-Fetch-Site other than none).
+	ReloadTokenEnv string `yaml:"reload_token_env"`
 }
 
 // Health configures the readiness probe.
@@ -456,13 +500,17 @@ func Default() Config {
 			StripHeaders:          []string{},
 		},
 		Limits: Limits{
-			BodyBytes:      64 << 10,
-			SigninPerEmail: Rate{N: 5, Per: time.Minute},
-			SigninPerIP:    Rate{N: 20, Per: time.Minute},
-			SignupPerIP:    Rate{N: 10, Per: time.Minute},
-			MailPerEmail:   Rate{N: 3, Per: time.Hour},
-			MailPerIP:      Rate{N: 10, Per: time.Hour},
-			TokenPerIP:     Rate{N: 30, Per: time.Minute},
+			BodyBytes:            64 << 10,
+			SigninPerEmail:       Rate{N: 5, Per: time.Minute},
+			SigninPerIP:          Rate{N: 20, Per: time.Minute},
+			SignupPerIP:          Rate{N: 10, Per: time.Minute},
+			MailPerEmail:         Rate{N: 3, Per: time.Hour},
+			MailPerIP:            Rate{N: 10, Per: time.Hour},
+			TokenPerIP:           Rate{N: 30, Per: time.Minute},
+			PasswordCheckPerUser: Rate{N: 5, Per: time.Minute},
+			PasswordCheckPerIP:   Rate{N: 20, Per: time.Minute},
+			IPv6Prefix:           64,
+			BodyReadTimeout:      Duration(10 * time.Second),
 		},
 		Metrics:  Metrics{Listen: "127.0.0.1:9090"},
 		Health:   Health{ReadyRequiresDatabase: true},
