@@ -26,14 +26,20 @@ func abuseBinary(t *testing.T, extra string, env ...string) (*process, *headerUp
 	up := newHeaderUpstream(t)
 	dir := t.TempDir()
 	port := freePort(t)
+	// A "metrics: { ... }" line in extra joins the listener's own.
+	metrics := ""
+	if m, ok := strings.CutPrefix(extra, "metrics: { "); ok {
+		metrics, extra, _ = strings.Cut(m, " }\n")
+		metrics = ", " + metrics
+	}
 	cfg := fmt.Sprintf(`listen: "127.0.0.1:%d"
 base_url: "http://127.0.0.1:%d"
 upstream: %q
 database: { driver: sqlite, path: %q }
-metrics: { listen: "127.0.0.1:%d" }
+metrics: { listen: "127.0.0.1:%d"%s }
 log: { format: json, level: info }
 email: { delivery: log }
-%s`, port, port, up.srv.URL, filepath.Join(dir, "auth.db"), freePort(t), extra)
+%s`, port, port, up.srv.URL, filepath.Join(dir, "auth.db"), freePort(t), metrics, extra)
 	if !strings.Contains(extra, "proxy:") {
 		cfg += "proxy: { trusted_proxies: [\"127.0.0.1\"] }\n"
 	}
@@ -207,6 +213,18 @@ func TestAbuseBinary(t *testing.T) {
 		}
 	})
 
+	t.Run("with the change-password limits off, the hashing queue's fair share alone keeps sign-ins working", func(t *testing.T) {
+		p, _ := abuseBinary(t, "limits: { password_check_per_user: \"off\", password_check_per_ip: \"off\" }\n")
+		victims, flood, _ := signInsUnderFlood(t, p)
+		t.Logf("MEASURE sign-in success under a change-password flood (its limits off): %d/%d; flood statuses %v", successRate(victims), len(victims), flood)
+		if successRate(victims) != len(victims) {
+			t.Errorf("victims' sign-ins: got %v, want every one 200", victims)
+		}
+		if flood[503] == 0 {
+			t.Errorf("flood statuses %v: want the flood to have filled the hashing queue (503s), or this proves nothing", flood)
+		}
+	})
+
 	t.Run("a verification link does not sign a browser into another account", func(t *testing.T) {
 		p, _ := abuseBinary(t, "")
 		signUpFrom(t, p.instance, "198.51.100.7", "mallory@example.com")
@@ -240,6 +258,54 @@ func TestAbuseBinary(t *testing.T) {
 		res, body = p.do(t, "GET", "/api/auth/get-session", "", "Cookie", victim)
 		if !strings.Contains(string(body), `"emailVerified":true`) {
 			t.Errorf("after the link: got %d %s, want the address verified", res.StatusCode, body)
+		}
+	})
+
+	t.Run("with sign_in_after_verification, the link signs in only a browser without a session", func(t *testing.T) {
+		p, _ := abuseBinary(t, "auth: { sign_in_after_verification: true }\n")
+		signUpFrom(t, p.instance, "198.51.100.7", "mallory@example.com")
+		victim := signUpFrom(t, p.instance, "203.0.113.9", "victim@example.com")
+		p.do(t, "POST", "/api/auth/send-verification-email", `{"email":"mallory@example.com"}`, from("198.51.100.7")...)
+		link := waitMail(t, p.stderr.String, "email_verification", "mallory@example.com", 0)
+		if c := sessionCookie(noFollow(t, link, append(from("203.0.113.9"), "Cookie", victim)...)); c != nil {
+			t.Errorf("the link in the victim's browser set %s: login CSRF", c.Name)
+		}
+		_, body := p.do(t, "GET", "/api/auth/get-session", "", "Cookie", victim)
+		if !strings.Contains(string(body), `"email":"victim@example.com"`) {
+			t.Errorf("victim's session after the link: %s", body)
+		}
+		p.do(t, "POST", "/api/auth/send-verification-email", `{"email":"victim@example.com"}`, from("203.0.113.9")...)
+		link = waitMail(t, p.stderr.String, "email_verification", "victim@example.com", 0)
+		c := sessionCookie(noFollow(t, link, from("203.0.113.9")...))
+		if c == nil {
+			t.Fatal("the link in a browser without a session set no session")
+		}
+		_, body = p.do(t, "GET", "/api/auth/get-session", "", "Cookie", c.Name+"="+c.Value)
+		if !strings.Contains(string(body), `"email":"victim@example.com"`) || !strings.Contains(string(body), `"emailVerified":true`) {
+			t.Errorf("the session the link made: %s", body)
+		}
+	})
+
+	t.Run("POST /-/reload with metrics.reload_token_env needs the token", func(t *testing.T) {
+		const token = "abuse-test-reload-token-0123456789"
+		q, _ := abuseBinary(t, "metrics: { reload_token_env: RELOAD_TOKEN }\n", "RELOAD_TOKEN="+token)
+		for _, tc := range []struct {
+			auth string
+			want int
+		}{{"", 401}, {"Bearer not-the-token-0123456789", 401}, {"Bearer " + token, 200}} {
+			req, _ := http.NewRequest("POST", q.metrics+"/-/reload", nil)
+			if tc.auth != "" {
+				req.Header.Set("Authorization", tc.auth)
+			}
+			res, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(res.Body)
+			res.Body.Close()
+			if res.StatusCode != tc.want {
+				t.Errorf("Authorization %q: got %d %s, want %d", strings.Split(tc.auth, " ")[0], res.StatusCode, b, tc.want)
+			}
 		}
 	})
 
@@ -340,7 +406,7 @@ func TestAbuseBinary(t *testing.T) {
 	})
 
 	t.Run("a slow body on /api/auth is cut off", func(t *testing.T) {
-		p, _ := abuseBinary(t, "")
+		p, up := abuseBinary(t, "limits: { body_read_timeout: 1s }\n")
 		conn, err := net.Dial("tcp", strings.TrimPrefix(p.base, "http://"))
 		if err != nil {
 			t.Fatal(err)
@@ -355,6 +421,27 @@ func TestAbuseBinary(t *testing.T) {
 		b, _ := io.ReadAll(res.Body)
 		if res.StatusCode != 408 || !strings.HasPrefix(res.Header.Get("Content-Type"), "application/json") {
 			t.Errorf("a body that never arrives: got %d %s, want 408 JSON", res.StatusCode, b)
+		}
+		// A business body streams to the upstream for as long as it takes.
+		cookie := signUpFrom(t, p.instance, "192.0.2.1", "ann@example.com")
+		jwt := getJWT(t, p.instance, cookie)
+		pr, pw := io.Pipe()
+		go func() {
+			for i := range 6 {
+				fmt.Fprintf(pw, "chunk-%d;", i)
+				time.Sleep(500 * time.Millisecond)
+			}
+			pw.Close()
+		}()
+		req, _ := http.NewRequest("POST", p.base+"/api/upload", pr)
+		req.Header.Set("Authorization", "Bearer "+jwt)
+		res, err = http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if _, body := up.last(); res.StatusCode != 200 || body != "chunk-0;chunk-1;chunk-2;chunk-3;chunk-4;chunk-5;" {
+			t.Errorf("a business body sent over 3s with a 1s auth body deadline: got %d, the upstream read %q", res.StatusCode, body)
 		}
 	})
 

@@ -67,6 +67,10 @@ func cmdDemo(ctx context.Context, e *cliEnv, args []string) error {
 	// demo page's "forgot password" is followed from there.
 	cfg.Email = config.Default().Email
 	cfg.Email.Delivery = config.DeliveryLog
+	// The demo page's "verify email" shows the link signing its reader in
+	// (off by default: docs/limits.md says why). Its users are the person
+	// trying the demo, on a throwaway database.
+	cfg.Auth.SignInAfterVerification = true
 	if err := cfg.Validate(); err != nil {
 		ln.Close()
 		return fmt.Errorf("demo config: %w", err)
