@@ -252,9 +252,11 @@ type Proxy struct {
 	// request, in addition to the built-in ones (client copies of the
 	// identity header in any spelling, every header with "_" in its name,
 	// X-User-Role, X-Original-URL, X-Rewrite-URL, X-HTTP-Method-Override,
-	// X-Forwarded-Prefix, X-Real-IP, True-Client-IP and similar): name the
-	// headers your backend uses to pick a route, a method or a client.
-	// Default empty.
+	// X-Forwarded-Prefix, X-Real-IP, True-Client-IP and similar, and the
+	// identity headers other auth proxies set: Remote-User,
+	// X-Forwarded-User, X-Forwarded-Email, X-Auth-Request-User, ...; the
+	// list is in docs/limits.md): name the headers your backend uses to
+	// pick a route, a method, a client or a user. Default empty.
 	StripHeaders []string `yaml:"strip_headers"`
 	// ForwardAuthorization keeps the Authorization header on requests the
 	// sidecar authenticated with it. Default false: once verified, the
