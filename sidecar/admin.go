@@ -79,5 +79,7 @@ func adminError(w http.ResponseWriter, status int, code, message string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
-	json.NewEncoder(w).Encode(map[string]string{"code": code, "message": message})
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false) // "<token>" as written; the body is JSON, never HTML
+	enc.Encode(map[string]string{"code": code, "message": message})
 }
