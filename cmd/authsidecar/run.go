@@ -8,6 +8,8 @@ import (
 	"io"
 	"slices"
 	"strings"
+
+	"github.com/authsidecar/authsidecar/internal/buildinfo"
 )
 
 var (
@@ -269,13 +271,15 @@ func subUsage(w io.Writer, c command) {
 	fmt.Fprintf(w, "\nRun 'authsidecar %s SUB -h' for a subcommand's flags.\n", c.name)
 }
 
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "dev"
+// version, when a packager sets it (-ldflags "-X main.version=..."),
+// replaces the module version the build info holds.
+var version string
 
 func cmdVersion(_ context.Context, e *cliEnv, args []string) error {
 	if err := noArgs("version", args); err != nil {
 		return err
 	}
-	fmt.Fprintln(e.stdout, "authsidecar", version)
+	info, _ := buildinfo.Read()
+	fmt.Fprint(e.stdout, info.Format("authsidecar", version))
 	return nil
 }
