@@ -49,7 +49,7 @@ func TestLimitsDoc(t *testing.T) {
 			}
 			next := Default()
 			bump(reflect.ValueOf(&next).Elem().FieldByIndex(index))
-			reload := "reload"
+			reload := "yes"
 			if len(RestartKeys(def, next)) > 0 {
 				reload = "restart"
 			}
