@@ -35,6 +35,9 @@ var badFiles = map[string]string{
 	"bad-duration-word.yaml":     `bad-duration-word.yaml:2: shutdown.grace: invalid duration "soon": want a number with a unit, like 30s, 10m or 720h`,
 	"bad-rate.yaml":              `bad-rate.yaml:2: limits.signin_per_ip: invalid rate "20/d": want N/s, N/m or N/h (e.g. 5/m), or off`,
 	"bad-rate-zero.yaml":         `bad-rate-zero.yaml:2: limits.signup_per_ip: invalid rate "0/m": N must be positive; write off to disable the limit`,
+	"bad-ipv6-prefix.yaml":       `bad-ipv6-prefix.yaml:2: limits.ipv6_prefix: must be between 32 and 128 (a prefix length; 64 groups each /64, 128 counts every address), got 16`,
+	"bad-body-read-timeout.yaml": `bad-body-read-timeout.yaml:2: limits.body_read_timeout: must be between 1s and 5m, got 0s`,
+	"bad-reload-token-env.yaml":  `bad-reload-token-env.yaml:2: metrics.reload_token_env: must be an environment variable name like AUTH_SECRET, got "reload token"`,
 
 	// Addresses and URLs.
 	"bad-listen.yaml":              `bad-listen.yaml:2: listen: "localhost" is not host:port (e.g. 127.0.0.1:8080): missing port in address`,

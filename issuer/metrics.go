@@ -18,7 +18,7 @@ type metrics struct {
 func newMetrics(reg prometheus.Registerer) *metrics {
 	m := &metrics{
 		signins: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "authsidecar_signins_total", Help: "Sign-in attempts by result (ok, invalid_credentials, rejected, rate_limited, busy, error).",
+			Name: "authsidecar_signins_total", Help: "Sign-in attempts by result (ok, invalid_credentials, rejected, rate_limited: the per-IP limit, locked_out: the per-email limit, which refuses the right password too, busy, error).",
 		}, []string{"result"}),
 		signups: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "authsidecar_signups_total", Help: "Sign-up attempts by result (ok, exists, rejected, rate_limited, busy, error).",
@@ -43,7 +43,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	// Every result at 0 from the start, so alerts on their rates
 	// (deploy/prometheus/rules.yml) match a series on a fresh process and
 	// count its first event.
-	for _, r := range []string{"ok", "invalid_credentials", "rejected", "rate_limited", "busy", "error"} {
+	for _, r := range []string{"ok", "invalid_credentials", "rejected", "rate_limited", "locked_out", "busy", "error"} {
 		m.signins.WithLabelValues(r)
 	}
 	for _, r := range []string{"ok", "exists", "rejected", "rate_limited", "busy", "error"} {

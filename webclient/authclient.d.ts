@@ -103,9 +103,10 @@ export interface AuthClient {
   sendVerificationEmail(input: { email: string; callbackURL?: string }): Promise<{ status: true }>;
   /**
    * Spends a verification token (GET /api/auth/verify-email?token=). A valid link marks the
-   * address verified and starts a cookie session, so this then awaits get-session and
-   * stores the JWT, as signIn does: it resolves to that session, or null when the address
-   * was already verified (no session is started then) and there is none. Rejects with
+   * address verified; where the sidecar lets a link sign in (auth.sign_in_after_verification,
+   * off by default) it also starts a cookie session in a browser that has none. So this then
+   * awaits get-session and stores the JWT, as signIn does: it resolves to the browser's
+   * session, or null when there is none (by default: the user signs in next). Rejects with
    * INVALID_TOKEN (401) for an unknown, used, replaced or expired link. With callbackURL
    * the sidecar answers with a redirect, which fetch follows (an error comes back as
    * ?error=CODE there and still rejects): use it only when the page, the sidecar and

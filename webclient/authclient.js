@@ -132,7 +132,8 @@ export function createAuthClient(options = {}) {
     resetPassword: ({ newPassword, token }) => post("/api/auth/reset-password", { newPassword, token })
       .then((d) => { storage.removeItem(TOKEN_KEY); return d; }),
     sendVerificationEmail: ({ email, callbackURL }) => post("/api/auth/send-verification-email", { email, callbackURL }),
-    // A valid link signs the user in, so this then awaits get-session.
+    // A valid link may sign the user in (auth.sign_in_after_verification),
+    // so this then awaits get-session: null when it did not.
     async verifyEmail({ token, callbackURL }) {
       const q = new URLSearchParams({ token });
       if (callbackURL !== undefined) q.set("callbackURL", callbackURL);

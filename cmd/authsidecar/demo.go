@@ -78,6 +78,10 @@ func cmdDemo(ctx context.Context, e *cliEnv, args []string) error {
 	defer stopIdP()
 	cfg.IdentityProviders = append(slices.DeleteFunc(cfg.IdentityProviders, func(p config.IdentityProvider) bool { return p.ID == demoProvider }),
 		config.IdentityProvider{ID: demoProvider, Kind: config.KindOIDC, Issuer: idpURL, ClientID: demoidp.ClientID})
+	// The demo page's "verify email" shows the link signing its reader in
+	// (off by default: docs/limits.md says why). Its users are the person
+	// trying the demo, on a throwaway database.
+	cfg.Auth.SignInAfterVerification = true
 	if err := cfg.Validate(); err != nil {
 		ln.Close()
 		return fmt.Errorf("demo config: %w", err)
