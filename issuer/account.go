@@ -39,12 +39,7 @@ type AccountOptions struct {
 // when followed. Its Email is the new address.
 const KindChangeEmail mail.Kind = "change_email"
 
-// freshAge is how recent a session must be for list-sessions, and for
-// delete-user without a password: Better Auth's session.freshAge default.
-const freshAge = 24 * time.Hour
-
 var (
-	errNotFresh         = &apiError{status: http.StatusForbidden, code: "SESSION_NOT_FRESH", message: "Session is not fresh"}
 	errReauthenticate   = errBadRequest("SESSION_EXPIRED", "Session expired. Re-authenticate to perform this action.")
 	errNoCredential     = errBadRequest("CREDENTIAL_ACCOUNT_NOT_FOUND", "Credential account not found")
 	errEmailNotEditable = errBadRequest("EMAIL_CAN_NOT_BE_UPDATED", "Email can not be updated")
@@ -56,16 +51,10 @@ var (
 )
 
 // signedIn resolves the cookie session of an endpoint that needs one
-// (Better Auth's sessionMiddleware): 401 UNAUTHORIZED without.
+// (Better Auth's sessionMiddleware): 401 UNAUTHORIZED without; a POST
+// carrying a cookie must come from a trusted origin (sessionUser).
 func (iss *Issuer) signedIn(r *http.Request) (Session, User, *apiError) {
-	s, u, found, _, err := iss.lookup(r.Context(), r, false)
-	if err != nil {
-		return Session{}, User{}, storeErr(err)
-	}
-	if !found {
-		return Session{}, User{}, errUnauthorized
-	}
-	return s, u, nil
+	return iss.sessionUser(r)
 }
 
 func (iss *Issuer) fresh(s Session) bool { return iss.now().Sub(s.CreatedAt) < freshAge }
@@ -244,7 +233,7 @@ func (iss *Issuer) deleteUser(w http.ResponseWriter, r *http.Request) *apiError 
 		return apiErr
 	}
 	if hasPassword && password != "" {
-		if apiErr := iss.checkPassword(w, r, u, password); apiErr != nil {
+		if apiErr := iss.checkPassword(w, r, u.ID, password); apiErr != nil {
 			return apiErr
 		}
 	}
@@ -264,28 +253,5 @@ func (iss *Issuer) deleteUser(w http.ResponseWriter, r *http.Request) *apiError 
 		Success bool   `json:"success"`
 		Message string `json:"message"`
 	}{true, "User deleted"})
-	return nil
-}
-
-// checkPassword checks the user's current password: 400 INVALID_PASSWORD
-// when wrong, CREDENTIAL_ACCOUNT_NOT_FOUND when the user has none.
-func (iss *Issuer) checkPassword(w http.ResponseWriter, r *http.Request, u User, password string) *apiError {
-	if len(password) > 4*iss.maxPw {
-		return errInvalidPassword
-	}
-	hash, err := iss.store.PasswordHash(r.Context(), u.ID)
-	if errors.Is(err, ErrNotFound) {
-		return errNoCredential
-	}
-	if err != nil {
-		return storeErr(err)
-	}
-	ok, err := iss.hasher.verify(r.Context(), password, hash)
-	if err != nil {
-		return hashErr(w, err)
-	}
-	if !ok {
-		return errInvalidPassword
-	}
 	return nil
 }

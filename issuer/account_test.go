@@ -154,7 +154,7 @@ func TestListAndRevokeSessions(t *testing.T) {
 	}
 	bobToken, bSID := tokenOf(bob), e.sessionID(b)
 	for _, body := range []map[string]any{{"token": bobToken}, {"token": tokenOf(b)}} {
-		if r := e.postJSON("/api/auth/revoke-session", body, "Cookie", a); r.status != 200 || string(r.body) != `{"status":true}` {
+		if r := e.postJSON("/api/auth/revoke-session", body, "Cookie", a, "Origin", testBase); r.status != 200 || string(r.body) != `{"status":true}` {
 			t.Fatalf("revoke-session: got %d %s", r.status, r.body)
 		}
 	}
@@ -168,13 +168,13 @@ func TestListAndRevokeSessions(t *testing.T) {
 	if strings.Join(got, ",") != "session:"+bSID {
 		t.Errorf("revoke-session: got revocations %q, want session:%s", got, bSID)
 	}
-	if r := e.postJSON("/api/auth/revoke-session", map[string]any{}, "Cookie", a); r.status != 400 || r.code(t) != "VALIDATION_ERROR" {
+	if r := e.postJSON("/api/auth/revoke-session", map[string]any{}, "Cookie", a, "Origin", testBase); r.status != 400 || r.code(t) != "VALIDATION_ERROR" {
 		t.Errorf("revoke-session without a token: got %d %s, want 400 VALIDATION_ERROR", r.status, r.body)
 	}
 
 	// revoke-other-sessions: c goes, a stays, each session revoked alone.
 	cSID := e.sessionID(c)
-	if r := e.postJSON("/api/auth/revoke-other-sessions", map[string]any{}, "Cookie", a); r.status != 200 {
+	if r := e.postJSON("/api/auth/revoke-other-sessions", map[string]any{}, "Cookie", a, "Origin", testBase); r.status != 200 {
 		t.Fatalf("revoke-other-sessions: got %d %s", r.status, r.body)
 	}
 	if string(e.getSession(c).body) != "null" || string(e.getSession(a).body) == "null" {
@@ -185,7 +185,7 @@ func TestListAndRevokeSessions(t *testing.T) {
 	}
 
 	// revoke-sessions: everything, the caller's too, as one cutoff.
-	r = e.postJSON("/api/auth/revoke-sessions", map[string]any{}, "Cookie", a)
+	r = e.postJSON("/api/auth/revoke-sessions", map[string]any{}, "Cookie", a, "Origin", testBase)
 	if r.status != 200 || r.cookie("auth.session_token") == nil || r.cookie("auth.session_token").MaxAge >= 0 {
 		t.Fatalf("revoke-sessions: got %d %s, want 200 expiring the cookie", r.status, r.body)
 	}
@@ -228,7 +228,7 @@ func TestUpdateUser(t *testing.T) {
 		{"name too long", `{"name":"` + strings.Repeat("n", 300) + `"}`, 400, "VALIDATION_ERROR", "Annie", nil},
 		{"not an object", `[1]`, 400, "VALIDATION_ERROR", "Annie", nil},
 	} {
-		r := e.do(http.MethodPost, "/api/auth/update-user", "application/json", tc.body, "Cookie", a)
+		r := e.do(http.MethodPost, "/api/auth/update-user", "application/json", tc.body, "Cookie", a, "Origin", testBase)
 		if r.status != tc.status || (tc.code != "" && r.code(t) != tc.code) {
 			t.Errorf("%s: got %d %s, want %d %s", tc.name, r.status, r.body, tc.status, tc.code)
 		}
@@ -247,7 +247,7 @@ func TestChangeEmail(t *testing.T) {
 	a, _ := e.signUp("ann@example.com", pw)
 	e.signUp("bob@example.com", pw)
 	post := func(body map[string]any) resp {
-		return e.postJSON("/api/auth/change-email", body, "Cookie", a)
+		return e.postJSON("/api/auth/change-email", body, "Cookie", a, "Origin", testBase)
 	}
 	for _, tc := range []struct {
 		name   string
@@ -323,7 +323,7 @@ func TestChangeEmailVerifiedWithoutMail(t *testing.T) {
 	e := newEnv(t)
 	a, _ := e.signUp("ann@example.com", pw)
 	e.verify(t, "ann@example.com")
-	if r := e.postJSON("/api/auth/change-email", map[string]any{"newEmail": "new@example.com"}, "Cookie", a); r.status != 400 || r.code(t) != "VERIFICATION_EMAIL_NOT_ENABLED" {
+	if r := e.postJSON("/api/auth/change-email", map[string]any{"newEmail": "new@example.com"}, "Cookie", a, "Origin", testBase); r.status != 400 || r.code(t) != "VERIFICATION_EMAIL_NOT_ENABLED" {
 		t.Errorf("verified address, mail off: got %d %s, want 400 VERIFICATION_EMAIL_NOT_ENABLED", r.status, r.body)
 	}
 }
@@ -348,7 +348,7 @@ func (e *env) verify(t *testing.T, email string) {
 func TestDeleteUser(t *testing.T) {
 	off := newEnv(t)
 	a, _ := off.signUp("ann@example.com", pw)
-	if r := off.postJSON("/api/auth/delete-user", map[string]any{"password": pw}, "Cookie", a); r.status != 404 || r.code(t) != "NOT_FOUND" {
+	if r := off.postJSON("/api/auth/delete-user", map[string]any{"password": pw}, "Cookie", a, "Origin", testBase); r.status != 404 || r.code(t) != "NOT_FOUND" {
 		t.Errorf("delete-user, not allowed: got %d %s, want 404 NOT_FOUND", r.status, r.body)
 	}
 
@@ -368,13 +368,13 @@ func TestDeleteUser(t *testing.T) {
 	} {
 		var hdr []string
 		if tc.cookie != "" {
-			hdr = []string{"Cookie", tc.cookie}
+			hdr = []string{"Cookie", tc.cookie, "Origin", testBase}
 		}
 		if r := e.postJSON("/api/auth/delete-user", tc.body, hdr...); r.status != tc.status || r.code(t) != tc.code {
 			t.Errorf("%s: got %d %s, want %d %s", tc.name, r.status, r.body, tc.status, tc.code)
 		}
 	}
-	r := e.postJSON("/api/auth/delete-user", map[string]any{"password": pw}, "Cookie", a)
+	r := e.postJSON("/api/auth/delete-user", map[string]any{"password": pw}, "Cookie", a, "Origin", testBase)
 	if r.status != 200 || string(r.body) != `{"success":true,"message":"User deleted"}` {
 		t.Fatalf("delete-user: got %d %s", r.status, r.body)
 	}
@@ -386,11 +386,11 @@ func TestDeleteUser(t *testing.T) {
 	}
 	// Without a password only from a session under a day old.
 	e.clock.Add(25 * time.Hour)
-	if r := e.postJSON("/api/auth/delete-user", map[string]any{}, "Cookie", b); r.status != 400 || r.code(t) != "SESSION_EXPIRED" {
+	if r := e.postJSON("/api/auth/delete-user", map[string]any{}, "Cookie", b, "Origin", testBase); r.status != 400 || r.code(t) != "SESSION_EXPIRED" {
 		t.Errorf("delete-user without password from an old session: got %d %s, want 400 SESSION_EXPIRED", r.status, r.body)
 	}
 	fresh := e.postJSON("/api/auth/sign-in/email", map[string]any{"email": "bob@example.com", "password": pw}).cookie("auth.session_token")
-	if r := e.postJSON("/api/auth/delete-user", map[string]any{}, "Cookie", fresh.Name+"="+fresh.Value); r.status != 200 {
+	if r := e.postJSON("/api/auth/delete-user", map[string]any{}, "Cookie", fresh.Name+"="+fresh.Value, "Origin", testBase); r.status != 200 {
 		t.Errorf("delete-user without password from a fresh session: got %d %s", r.status, r.body)
 	}
 }
@@ -433,5 +433,48 @@ func TestChangePasswordRevokes(t *testing.T) {
 	}
 	if got, _ := e.revoked(0); strings.Join(got, ",") != "user:"+user["id"].(string) {
 		t.Errorf("change-password with revokeOtherSessions: got revocations %q, want the user's", got)
+	}
+}
+
+// TestBannedUserVerificationLink: with sign_in_after_verification, a
+// banned user's verification link verifies the address and signs nobody
+// in.
+func TestBannedUserVerificationLink(t *testing.T) {
+	e, rec := newRecoveryEnv(t, func(o *issuer.Options) { o.Recovery.SignInAfterVerification = true })
+	a, _ := e.signUp("ann@example.com", pw)
+	if r := e.postJSON("/api/auth/send-verification-email", map[string]any{"email": "ann@example.com"}, "Cookie", a, "Origin", testBase); r.status != 200 {
+		t.Fatalf("send-verification-email: got %d %s", r.status, r.body)
+	}
+	tok, _ := verifyToken(t, rec, "ann@example.com")
+	now := e.clock.Now()
+	if _, _, err := e.db.BanUserByEmail(context.Background(), "ann@example.com", "spam", time.Time{}, now); err != nil {
+		t.Fatal(err)
+	}
+	r := e.do("GET", "/api/auth/verify-email?token="+tok, "", "")
+	if r.status != 200 || r.cookie("auth.session_token") != nil {
+		t.Errorf("banned user's link: got %d %s cookie %v, want 200 and no session", r.status, r.body, r.cookie("auth.session_token"))
+	}
+	if u, err := e.db.UserByEmail(context.Background(), "ann@example.com"); err != nil || !u.EmailVerified {
+		t.Errorf("got %+v %v, want the address verified", u, err)
+	}
+}
+
+// TestAccountEndpointsNeedOrigin: as every cookie-bearing POST in Better
+// Auth, the session and account endpoints refuse one that does not say it
+// comes from a trusted origin, before they act.
+func TestAccountEndpointsNeedOrigin(t *testing.T) {
+	e := newEnv(t, func(o *issuer.Options) { o.Accounts.AllowDeleteUser = true })
+	a, _ := e.signUp("ann@example.com", pw)
+	for _, path := range []string{"/revoke-session", "/revoke-sessions", "/revoke-other-sessions", "/update-user", "/change-email", "/delete-user"} {
+		body := map[string]any{"token": "x", "name": "X", "newEmail": "new@example.com", "password": pw}
+		if r := e.postJSON("/api/auth"+path, body, "Cookie", a); r.status != 403 || r.code(t) != "MISSING_OR_NULL_ORIGIN" {
+			t.Errorf("%s without Origin: got %d %s, want 403 MISSING_OR_NULL_ORIGIN", path, r.status, r.body)
+		}
+		if r := e.postJSON("/api/auth"+path, body, "Cookie", a, "Origin", "https://evil.example"); r.status != 403 {
+			t.Errorf("%s from another origin: got %d %s, want 403", path, r.status, r.body)
+		}
+	}
+	if r := e.getSession(a); r.status != 200 || string(r.body) == "null" {
+		t.Errorf("after the refusals: got %d %s, want the session alive", r.status, r.body)
 	}
 }

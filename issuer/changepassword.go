@@ -5,11 +5,11 @@ import (
 )
 
 // changePassword replaces the password of the cookie session's user after
-// checking the current one. With revokeOtherSessions every other session
-// ends and every JWT of the user issued up to now is revoked, in the same
-// transaction; this session goes on (Better Auth starts a new one and
-// returns its token; docs/revocation.md). Without it, sessions and JWTs
-// are kept.
+// checking the current one (checkPassword: limited per IP and per user).
+// With revokeOtherSessions every other session ends and every JWT of the
+// user issued up to now is revoked, in the same transaction; this session
+// goes on (Better Auth starts a new one and returns its token;
+// docs/revocation.md). Without it, sessions and JWTs are kept.
 func (iss *Issuer) changePassword(w http.ResponseWriter, r *http.Request) *apiError {
 	f, apiErr := readFields(w, r, iss.bodyBytes, false)
 	if apiErr != nil {
@@ -31,19 +31,8 @@ func (iss *Issuer) changePassword(w http.ResponseWriter, r *http.Request) *apiEr
 	if apiErr := iss.checkPasswordLength(next); apiErr != nil {
 		return apiErr
 	}
-	if len(current) > 4*iss.maxPw {
-		return errInvalidPassword
-	}
-	hash, err := iss.store.PasswordHash(r.Context(), u.ID)
-	if err != nil {
-		return storeErr(err)
-	}
-	ok, err := iss.hasher.verify(r.Context(), current, hash)
-	if err != nil {
-		return hashErr(w, err)
-	}
-	if !ok {
-		return errInvalidPassword
+	if apiErr := iss.checkPassword(w, r, u.ID, current); apiErr != nil {
+		return apiErr
 	}
 	newHash, err := iss.hasher.hash(r.Context(), next)
 	if err != nil {

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
-	"runtime"
 	"sort"
 	"strings"
 	"time"
@@ -65,6 +64,11 @@ type Options struct {
 	// OnNewKey is called with a newly created signing key before any JWT
 	// signed with it is issued. Zero: nothing is called.
 	OnNewKey func(PublicKey)
+	// Providers are the identity providers users may sign in with
+	// (sign-in/social); a running issuer changes them with Reload. Zero:
+	// none, and the social routes answer as for an unknown provider. With
+	// any, Store must also be an AccountStore.
+	Providers []Provider
 	// Registerer receives the issuer's metrics (sign-ins, sign-ups, JWTs
 	// issued). Zero: not registered.
 	Registerer prometheus.Registerer
@@ -72,27 +76,6 @@ type Options struct {
 	Logger *slog.Logger
 	// Now is the clock. Zero: time.Now.
 	Now func() time.Time
-}
-
-// Limits bound what one client can make the issuer do. The zero value
-// of each field is its default.
-type Limits struct {
-	// BodyBytes caps request bodies. Zero: 64 KiB.
-	BodyBytes int64
-	// PasswordHashConcurrency bounds simultaneous scrypt computations.
-	// Zero: GOMAXPROCS.
-	PasswordHashConcurrency int
-	// SignInPerIP, SignInPerEmail and SignUpPerIP limit attempts with token
-	// buckets (429 with Retry-After beyond). Zero: no limit. The per-email
-	// buckets live in the store, shared by every replica on it; the per-IP
-	// ones in this process.
-	SignInPerIP, SignInPerEmail, SignUpPerIP Rate
-	// MailPerIP limits the mail-sending endpoints per client IP (429
-	// beyond); MailPerEmail limits mails per address in the store (over
-	// it, nothing is queued and the answer does not change); TokenPerIP
-	// limits uses of reset and verification links per client IP. Zero: no
-	// limit.
-	MailPerIP, MailPerEmail, TokenPerIP Rate
 }
 
 // Issuer serves /api/auth/*. Create it with New.
@@ -123,22 +106,29 @@ type Issuer struct {
 	metrics    *metrics
 	rec        *recovery
 	acct       AccountOptions
+	social     *social
 
 	// Rebuilt by apply (New and each Reload): the limits, the origins
 	// trusted, the client IP and the routes that close over them. hasher
-	// is shared until PasswordHashConcurrency changes.
-	bodyBytes  int64
-	trusted    map[string]bool
-	csrf       *http.CrossOriginProtection
-	hasher     *hasher
-	routes     map[string]map[string]handlerFunc
-	clientIP   func(*http.Request) string
-	signInIP   *limiter
-	signInMail *sharedLimiter
-	signUpIP   *limiter
-	mailIP     *limiter
-	mailAddr   *sharedLimiter
-	tokenIP    *limiter
+	// is shared until PasswordHashConcurrency changes, and each per-IP
+	// limiter until its rate or v6Bits does (keepLimiter).
+	bodyBytes   int64
+	trusted     map[string]bool
+	csrf        *http.CrossOriginProtection
+	hasher      *hasher
+	routes      map[string]map[string]handlerFunc
+	providers   map[string]Provider
+	clientIP    func(*http.Request) string
+	signInIP    *limiter
+	signInMail  *sharedLimiter
+	signUpIP    *limiter
+	mailIP      *limiter
+	mailAddr    *sharedLimiter
+	tokenIP     *limiter
+	pwCheckIP   *limiter
+	pwCheckUser *sharedLimiter
+	v6Bits      int
+	bodyTimeout time.Duration
 }
 
 type handlerFunc func(w http.ResponseWriter, r *http.Request) *apiError
@@ -206,14 +196,17 @@ func New(ctx context.Context, o Options) (*Issuer, error) {
 		minPw:      o.MinPasswordLength,
 		maxPw:      o.MaxPasswordLength,
 		cookies:    cookies{secret: o.Secret, name: name, secure: secure, sameSite: o.CookieSameSite},
-		hasher:     newHasher(o.PasswordCost, hashSlots(o.PasswordHashConcurrency)),
+		hasher:     newHasher(o.PasswordCost, hashSlotCount(o.PasswordHashConcurrency)),
 		log:        o.Logger,
 		now:        o.Now,
 		metrics:    newMetrics(o.Registerer),
 		rec:        newRecovery(o.Recovery),
 		acct:       o.Accounts,
 	}
-	if err := iss.apply(ReloadOptions{TrustedOrigins: o.TrustedOrigins, Limits: o.Limits, ClientIP: o.ClientIP}); err != nil {
+	if iss.social, err = newSocial(o.Store, o.Secret, name); err != nil {
+		return nil, err
+	}
+	if err := iss.apply(ReloadOptions{TrustedOrigins: o.TrustedOrigins, Limits: o.Limits, ClientIP: o.ClientIP, Providers: o.Providers}); err != nil {
 		return nil, err
 	}
 	iss.jwtIssuer = o.JWTIssuer
@@ -266,6 +259,13 @@ func (iss *Issuer) routeTable() map[string]map[string]handlerFunc {
 		"/send-verification-email": {http.MethodPost: iss.sendVerificationEmail},
 		"/verify-email":            {http.MethodGet: iss.verifyEmail},
 		resetPagePath:              {http.MethodGet: iss.resetPageGet, http.MethodPost: iss.resetPagePost},
+
+		"/sign-in/social":   {http.MethodPost: iss.signInSocial},
+		"/link-social":      {http.MethodPost: iss.linkSocial},
+		"/list-accounts":    {http.MethodGet: iss.listAccounts},
+		"/unlink-account":   {http.MethodPost: iss.unlinkAccount},
+		"/get-access-token": {http.MethodPost: iss.getAccessToken},
+		"/error":            {http.MethodGet: iss.errorPage, http.MethodHead: iss.errorPage},
 	}
 }
 
@@ -275,15 +275,18 @@ func (iss *Issuer) routeTable() map[string]map[string]handlerFunc {
 type ReloadOptions struct {
 	TrustedOrigins []string
 	Limits
-	ClientIP func(*http.Request) string
+	ClientIP  func(*http.Request) string
+	Providers []Provider
 }
 
 // Reload returns a new Issuer that serves with o's settings and shares
 // everything else with iss: the store, the signing keys, cookies,
 // metrics and the timing hash (so it costs no scrypt run and no query).
 // iss is not changed, so requests it is serving finish with the settings
-// they started with. The per-IP rate limits start afresh; the per-email
-// ones live in the store and keep their counts. A changed
+// they started with. A per-IP limit whose rate (and IPv6Prefix) did not
+// change keeps its buckets, shared with iss, so a reload does not let a
+// flood start afresh; a changed one starts empty. The per-email and
+// per-user ones live in the store and keep their counts. A changed
 // PasswordHashConcurrency gives the new issuer its own hashing slots:
 // while hashes started on iss finish, both sets may run.
 func (iss *Issuer) Reload(o ReloadOptions) (*Issuer, error) {
@@ -295,27 +298,41 @@ func (iss *Issuer) Reload(o ReloadOptions) (*Issuer, error) {
 }
 
 // apply sets what ReloadOptions holds, for New and for Reload alike: the
-// limiters (new buckets), the hashing slots when their number changed,
-// the trusted origins and the client IP function.
+// limiters (those whose settings changed start empty), the hashing slots
+// when their number changed, the trusted origins and the client IP
+// function.
 func (iss *Issuer) apply(o ReloadOptions) error {
 	l := o.Limits
 	iss.bodyBytes = l.BodyBytes
 	if iss.bodyBytes == 0 {
 		iss.bodyBytes = 64 << 10
 	}
-	if n := hashSlots(l.PasswordHashConcurrency); n != cap(iss.hasher.sem) {
+	iss.bodyTimeout = l.BodyReadTimeout
+	if iss.bodyTimeout == 0 {
+		iss.bodyTimeout = 10 * time.Second
+	}
+	iss.v6Bits = l.IPv6Prefix
+	if iss.v6Bits == 0 {
+		iss.v6Bits = 64
+	}
+	if iss.v6Bits < 0 || iss.v6Bits > 128 {
+		return fmt.Errorf("issuer: IPv6 prefix /%d is not between /1 and /128", l.IPv6Prefix)
+	}
+	if n := hashSlotCount(l.PasswordHashConcurrency); n != iss.hasher.slots.n {
 		iss.hasher = newHasher(iss.hasher.params, n)
 	}
 	iss.clientIP = o.ClientIP
 	if iss.clientIP == nil {
 		iss.clientIP = peerIP
 	}
-	iss.signInIP = newLimiter(l.SignInPerIP, iss.now)
+	iss.signInIP = keepLimiter(iss.signInIP, l.SignInPerIP, iss.v6Bits, iss.now)
 	iss.signInMail = newSharedLimiter(iss.store, l.SignInPerEmail, "signin_email:", iss.now)
-	iss.signUpIP = newLimiter(l.SignUpPerIP, iss.now)
-	iss.mailIP = newLimiter(l.MailPerIP, iss.now)
+	iss.signUpIP = keepLimiter(iss.signUpIP, l.SignUpPerIP, iss.v6Bits, iss.now)
+	iss.mailIP = keepLimiter(iss.mailIP, l.MailPerIP, iss.v6Bits, iss.now)
 	iss.mailAddr = newSharedLimiter(iss.store, l.MailPerEmail, "mail_email:", iss.now)
-	iss.tokenIP = newLimiter(l.TokenPerIP, iss.now)
+	iss.tokenIP = keepLimiter(iss.tokenIP, l.TokenPerIP, iss.v6Bits, iss.now)
+	iss.pwCheckIP = keepLimiter(iss.pwCheckIP, l.PasswordCheckPerIP, iss.v6Bits, iss.now)
+	iss.pwCheckUser = newSharedLimiter(iss.store, l.PasswordCheckPerUser, "password_user:", iss.now)
 	iss.trusted = map[string]bool{}
 	iss.csrf = http.NewCrossOriginProtection()
 	for _, origin := range append([]string{iss.origin}, o.TrustedOrigins...) {
@@ -324,16 +341,11 @@ func (iss *Issuer) apply(o ReloadOptions) error {
 		}
 		iss.trusted[origin] = true
 	}
+	if err := iss.setProviders(o.Providers); err != nil {
+		return err
+	}
 	iss.routes = iss.routeTable()
 	return nil
-}
-
-// hashSlots is PasswordHashConcurrency with its default.
-func hashSlots(n int) int {
-	if n <= 0 {
-		return runtime.GOMAXPROCS(0)
-	}
-	return n
 }
 
 // ServeHTTP routes /api/auth/* by hand: ServeMux would answer unknown
@@ -347,11 +359,17 @@ func (iss *Issuer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	methods, ok := iss.routes[sub]
 	if !ok {
-		// GET /reset-password/{token}: the one route with a parameter.
+		// GET /reset-password/{token} and /callback/{provider}: the routes
+		// with a parameter.
 		if tok, found := strings.CutPrefix(sub, "/reset-password/"); found && tok != "" && !strings.Contains(tok, "/") {
 			methods = map[string]handlerFunc{http.MethodGet: func(w http.ResponseWriter, r *http.Request) *apiError {
 				return iss.resetPasswordCallback(w, r, tok)
 			}}
+		} else if id, found := strings.CutPrefix(sub, "/callback/"); found && id != "" && !strings.Contains(id, "/") {
+			// Served whole here, cross-site POST included: the identity
+			// provider's form_post is one, and it is only bounced to GET.
+			iss.callback(w, r, id)
+			return
 		} else {
 			iss.fail(w, r, errNotFound)
 			return
@@ -368,6 +386,10 @@ func (iss *Issuer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		iss.fail(w, r, &apiError{status: http.StatusMethodNotAllowed, code: "METHOD_NOT_ALLOWED", message: "Method not allowed"})
 		return
 	}
+	// The client's turn in the hashing queue: the key its per-IP limits
+	// use, so one address (or IPv6 prefix) cannot starve the others.
+	r = r.WithContext(withHashClient(r.Context(), clientKey(iss.clientIP(r), iss.v6Bits)))
+	iss.bodyDeadline(w, r)
 	// Cross-site protection for every state-changing request (it lets
 	// GET/HEAD through, and non-browser clients that send neither Origin
 	// nor Sec-Fetch-Site).
@@ -380,11 +402,14 @@ func (iss *Issuer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	switch sub {
 	case "/sign-in/email":
-		if apiErr == errRateLimited {
+		switch apiErr {
+		case errRateLimited:
 			iss.metrics.signins.WithLabelValues("rate_limited").Inc()
-			break
+		case errLockedOut:
+			iss.metrics.signins.WithLabelValues("locked_out").Inc()
+		default:
+			iss.metrics.signins.WithLabelValues(result(apiErr)).Inc()
 		}
-		iss.metrics.signins.WithLabelValues(result(apiErr)).Inc()
 	case "/sign-up/email":
 		if apiErr == errRateLimited {
 			iss.metrics.signups.WithLabelValues("rate_limited").Inc()

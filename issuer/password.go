@@ -10,7 +10,6 @@ import (
 	"runtime/debug"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/authsidecar/authsidecar/internal/scrypt"
@@ -44,28 +43,28 @@ var errHashBusy = errors.New("password hashing: every slot busy until the reques
 // burst's memory is back with the OS within seconds.
 const releaseAfter = time.Second
 
-// hasher computes scrypt hashes in Better Auth's format, at most cap(sem)
-// at a time. Each hash needs 128*N*r bytes (32 MiB at Better Auth's cost):
-// the hasher keeps at most cap(sem) such buffers and reuses them, so a
-// burst of sign-ins costs exactly cap(sem) x 32 MiB, never a heap of
-// discarded buffers waiting for the collector (the buffers live outside
-// the Go heap: see internal/scrypt). releaseAfter past the last hash it
-// frees them and hands the heap's free pages back to the OS too, so the
-// process returns to its idle size.
+// hasher computes scrypt hashes in Better Auth's format, at most
+// slots.n at a time, shared fairly among clients (hashSlots). Each hash
+// needs 128*N*r bytes (32 MiB at Better Auth's cost): the hasher keeps at
+// most slots.n such buffers and reuses them, so a burst of sign-ins costs
+// exactly slots.n x 32 MiB, never a heap of discarded buffers waiting for
+// the collector (the buffers live outside the Go heap: see
+// internal/scrypt). releaseAfter past the last hash it frees them and
+// hands the heap's free pages back to the OS too, so the process returns
+// to its idle size.
 type hasher struct {
-	params  ScryptParams
-	sem     chan struct{}
-	waiting atomic.Int64 // requests queued for a slot
+	params ScryptParams
+	slots  *hashSlots
 
 	mu      sync.Mutex
-	free    []*scrypt.Work // at most cap(sem); idle buffers
+	free    []*scrypt.Work // at most slots.n; idle buffers
 	running int            // hashes holding a buffer
 	gen     int            // bumped by each acquire: a stale release timer does nothing
 	release func()         // returns free heap pages to the OS: debug.FreeOSMemory
 }
 
 func newHasher(params ScryptParams, concurrency int) *hasher {
-	return &hasher{params: params.orDefault(), sem: make(chan struct{}, concurrency), release: debug.FreeOSMemory}
+	return &hasher{params: params.orDefault(), slots: newHashSlots(concurrency), release: debug.FreeOSMemory}
 }
 
 // storeReserve is the part of a request's deadline that waiting for a
@@ -74,12 +73,8 @@ func newHasher(params ScryptParams, concurrency int) *hasher {
 // clear "busy" rather than a store timeout.
 const storeReserve = time.Second
 
-// waitingPerSlot bounds the queue for hashing slots: 32 per slot is ~2.5 s
-// of hashing at Better Auth's cost, within a request's deadline. Beyond it
-// a sign-in is answered 503 with Retry-After at once.
-const waitingPerSlot = 32
-
-// acquire waits for a hashing slot and hands out a buffer for it.
+// acquire waits for a hashing slot, in the turn of ctx's client, and
+// hands out a buffer for it.
 func (h *hasher) acquire(ctx context.Context) (*scrypt.Work, error) {
 	var giveUp <-chan time.Time
 	if dl, ok := ctx.Deadline(); ok {
@@ -88,26 +83,8 @@ func (h *hasher) acquire(ctx context.Context) (*scrypt.Work, error) {
 		defer t.Stop()
 		giveUp = t.C
 	}
-	select {
-	case h.sem <- struct{}{}: // a free slot is taken whatever the clock says
-	default:
-		// A bounded queue: a request that could not get a slot before its
-		// deadline anyway is told so at once, and holds no memory meanwhile.
-		if h.waiting.Add(1) > int64(waitingPerSlot*cap(h.sem)) {
-			h.waiting.Add(-1)
-			return nil, errHashBusy
-		}
-		defer h.waiting.Add(-1)
-		select {
-		case h.sem <- struct{}{}:
-		case <-giveUp:
-			return nil, errHashBusy
-		case <-ctx.Done():
-			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-				return nil, errHashBusy
-			}
-			return nil, ctx.Err()
-		}
+	if err := h.slots.acquire(ctx, hashClient(ctx), giveUp); err != nil {
+		return nil, err
 	}
 	h.mu.Lock()
 	h.running++
@@ -140,7 +117,7 @@ func (h *hasher) put(w *scrypt.Work) {
 		time.AfterFunc(releaseAfter, func() { h.drop(gen) })
 	}
 	h.mu.Unlock()
-	<-h.sem
+	h.slots.release()
 }
 
 // drop lets the buffers go if no hash started since the timer was armed.

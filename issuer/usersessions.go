@@ -20,7 +20,7 @@ func (iss *Issuer) listSessions(w http.ResponseWriter, r *http.Request) *apiErro
 		return apiErr
 	}
 	if !iss.fresh(s) {
-		return errNotFresh
+		return errSessionNotFresh
 	}
 	ss, err := iss.store.Sessions(r.Context(), u.ID, iss.stamp())
 	if err != nil {

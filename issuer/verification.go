@@ -57,8 +57,9 @@ func (iss *Issuer) sendVerificationEmail(w http.ResponseWriter, r *http.Request)
 	return nil
 }
 
-// verifyEmail spends a verification token, marks the address verified and
-// signs the user in (Better Auth's autoSignInAfterVerification).
+// verifyEmail spends a verification token and marks the address verified;
+// with RecoveryOptions.SignInAfterVerification it may also sign the
+// browser in (signInVerified).
 func (iss *Issuer) verifyEmail(w http.ResponseWriter, r *http.Request) *apiError {
 	if ok, wait := iss.tokenIP.allow(iss.clientIP(r)); !ok {
 		return tooMany(w, wait)
@@ -94,22 +95,9 @@ func (iss *Issuer) verifyEmail(w http.ResponseWriter, r *http.Request) *apiError
 	if err != nil {
 		return storeErr(err)
 	}
-	if !wasVerified {
-		s, su, found, _, err := iss.lookup(r.Context(), r, true)
-		if err != nil {
-			return storeErr(err)
-		}
-		if found && su.ID == u.ID {
-			iss.setSessionCookie(w, s)
-		} else {
-			ns, err := iss.newSession(r, u.ID, true)
-			if err != nil {
-				return errInternal(err)
-			}
-			if err := iss.store.CreateSession(r.Context(), ns); err != nil {
-				return storeErr(err)
-			}
-			iss.setSessionCookie(w, ns)
+	if !wasVerified && iss.rec.signInAfterVerify {
+		if apiErr := iss.signInVerified(w, r, u); apiErr != nil {
+			return apiErr
 		}
 	}
 	if hasCallback && callback != "" {
@@ -122,5 +110,38 @@ func (iss *Issuer) verifyEmail(w http.ResponseWriter, r *http.Request) *apiError
 		Status bool      `json:"status"`
 		User   *userJSON `json:"user"`
 	}{true, nil})
+	return nil
+}
+
+// signInVerified is Better Auth's autoSignInAfterVerification, minus its
+// login CSRF: the link is a top-level navigation anyone can send a victim
+// to (with a link for an address of the sender's), so it signs in only a
+// browser with no session, and re-sets the cookie of one already signed
+// in as that user. A browser signed in as someone else keeps its session:
+// the address is verified, nobody is signed out or in.
+func (iss *Issuer) signInVerified(w http.ResponseWriter, r *http.Request, u User) *apiError {
+	s, su, found, _, err := iss.lookup(r.Context(), r, true)
+	switch {
+	case err != nil:
+		return storeErr(err)
+	case found && su.ID == u.ID:
+		iss.setSessionCookie(w, s)
+		return nil
+	case found:
+		iss.log.Info("verification link opened in another user's session: the session is kept, nobody signed in")
+		return nil
+	case u.Ban.Active(iss.now()):
+		// Verified, but a banned user is signed in nowhere.
+		iss.log.Info("verification link of a banned user: verified, nobody signed in", "user_id", u.ID)
+		return nil
+	}
+	ns, err := iss.newSession(r, u.ID, true)
+	if err != nil {
+		return errInternal(err)
+	}
+	if err := iss.store.CreateSession(r.Context(), ns); err != nil {
+		return storeErr(err)
+	}
+	iss.setSessionCookie(w, ns)
 	return nil
 }

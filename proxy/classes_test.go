@@ -505,3 +505,39 @@ func TestAuthorizationForwarding(t *testing.T) {
 		})
 	}
 }
+
+// TestWellKnownIdentityHeaders: the identity headers other proxies set
+// (Remote-User, X-Forwarded-User, X-Auth-Request-Email, ...) never reach
+// the upstream from a client, on any route class and in any case, while
+// an identity header configured as one of them carries the verified id.
+func TestWellKnownIdentityHeaders(t *testing.T) {
+	for _, identity := range []string{"X-User-Id", "Remote-User"} {
+		t.Run(identity, func(t *testing.T) {
+			s := newStack(t, func(o *proxy.Options) { o.IdentityHeader = identity })
+			cookie, uid, jwt := s.user("spoof@example.com")
+			for _, path := range []string{"/api/tasks", "/index.html", "/ws/browser", "/api/mcp-oauth/authorize"} {
+				hdr := append(bearer(jwt), "Cookie", cookie)
+				for _, h := range proxy.IdentityHeaders {
+					hdr = append(hdr, strings.ToLower(h), "admin@example.com")
+				}
+				r := s.do("GET", path, nil, hdr...)
+				if r.status != 200 {
+					t.Fatalf("%s: got %d %s", path, r.status, r.body)
+				}
+				got := s.up.take()[0].Header
+				for _, h := range proxy.IdentityHeaders {
+					if h == identity {
+						continue
+					}
+					if v := got.Values(h); len(v) != 0 {
+						t.Errorf("%s: upstream saw %s: %q", path, h, v)
+					}
+				}
+				authenticated := path == "/api/tasks" || path == "/api/mcp-oauth/authorize"
+				if v := got.Values(identity); authenticated && (len(v) != 1 || v[0] != uid) || !authenticated && len(v) != 0 {
+					t.Errorf("%s: upstream saw %s %q (authenticated: %v, id %s)", path, identity, v, authenticated, uid)
+				}
+			}
+		})
+	}
+}

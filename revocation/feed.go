@@ -49,6 +49,10 @@ type Feed struct {
 	// moved is closed when head moves, polled at every poll; both are
 	// replaced then.
 	moved, polled chan struct{}
+	// draining ends when the server starts shutting down (Drain): long
+	// polls answer at once, so they do not hold the shutdown.
+	draining  context.Context
+	stopWaits context.CancelFunc
 }
 
 type logEntry struct {
@@ -77,8 +81,16 @@ func NewFeed(o FeedOptions) *Feed {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	return &Feed{o: o, moved: make(chan struct{}), polled: make(chan struct{})}
+	f := &Feed{o: o, moved: make(chan struct{}), polled: make(chan struct{})}
+	f.draining, f.stopWaits = context.WithCancel(context.Background())
+	return f
 }
+
+// Drain makes every long poll, running or to come, answer at once with
+// what it has: call it when shutdown starts, so that a verifier's open
+// request (up to its wait, 25 s) does not hold the drain; the verifier
+// asks again, of another replica.
+func (f *Feed) Drain() { f.stopWaits() }
 
 // append adds records the poller read, with their entries.
 func (f *Feed) append(recs []Record, es []Entry) {
@@ -138,7 +150,10 @@ func (f *Feed) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if d, ok := r.Context().Deadline(); ok && d.Add(-250*time.Millisecond).Before(deadline) {
 		deadline = d.Add(-250 * time.Millisecond)
 	}
-	p, ok := f.answer(r.Context(), cur, deadline)
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	defer context.AfterFunc(f.draining, cancel)()
+	p, ok := f.answer(ctx, cur, deadline)
 	if !ok {
 		w.Header().Set("Retry-After", "1")
 		writeError(w, http.StatusServiceUnavailable, "REVOCATIONS_UNAVAILABLE", "Revocations not available here yet; retry")

@@ -1,6 +1,7 @@
 package revocation_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/ed25519"
 	"encoding/base64"
@@ -324,5 +325,59 @@ func TestFeedRequests(t *testing.T) {
 	res, err := http.Post(is.srv.URL, "application/json", nil)
 	if err == nil && res.StatusCode != 405 {
 		t.Errorf("POST: got %d, want 405", res.StatusCode)
+	}
+}
+
+// TestFeedDrainEndsLongPolls: once shutdown starts (Drain), a long poll
+// that is waiting answers at once, and so does one that comes after, so a
+// verifier's open request never holds the server's drain.
+func TestFeedDrainEndsLongPolls(t *testing.T) {
+	is := newIssuerSide(t, filepath.Join(t.TempDir(), "auth.db"))
+	get := func(query string) (int, []byte) {
+		t.Helper()
+		res, err := http.Get(is.srv.URL + query)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		body, _ := io.ReadAll(res.Body)
+		return res.StatusCode, body
+	}
+	status, tok := get("?since=0")
+	if status != 200 {
+		t.Fatalf("full sync: got %d %s", status, tok)
+	}
+	parts := bytes.Split(tok, []byte("."))
+	payload, err := base64.RawURLEncoding.DecodeString(string(parts[1]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p struct {
+		Cursor string `json:"cursor"`
+	}
+	if err := json.Unmarshal(payload, &p); err != nil || p.Cursor == "" {
+		t.Fatalf("no cursor in %s (%v)", payload, err)
+	}
+	done := make(chan time.Duration, 1)
+	start := time.Now()
+	go func() {
+		get("?since=" + p.Cursor + "&wait=30")
+		done <- time.Since(start)
+	}()
+	time.Sleep(300 * time.Millisecond)
+	select {
+	case d := <-done:
+		t.Fatalf("the long poll answered after %v, before any news or drain", d)
+	default:
+	}
+	is.feed.Drain()
+	select {
+	case <-done:
+	case <-time.After(2 * time.Second):
+		t.Fatal("the long poll still waits 2s after Drain")
+	}
+	start = time.Now()
+	if status, body := get("?since=" + p.Cursor + "&wait=30"); status != 200 || time.Since(start) > time.Second {
+		t.Errorf("a long poll after Drain: got %d %s after %v, want 200 at once", status, body, time.Since(start))
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -36,7 +37,7 @@ func TestStackApplyLog(t *testing.T) {
 	defer db.Close()
 	var buf syncBuffer
 	lg := newLogs(cfg.Log, &buf)
-	st, err := buildStack(context.Background(), cfg, config.NewSecret(e2eSecret), db, lg, prometheus.NewRegistry(), nil)
+	st, err := buildStack(context.Background(), cfg, config.NewSecret(e2eSecret), db, lg, prometheus.NewRegistry(), nil, os.Getenv)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,7 +130,7 @@ func TestStackApplyJWKS(t *testing.T) {
 	// These issuers serve a JWKS and no revocation feed, as Better Auth.
 	cfg.Keys.RevocationsURL = ""
 	var buf syncBuffer
-	st, err := buildStack(context.Background(), cfg, config.Secret{}, nil, newLogs(cfg.Log, &buf), prometheus.NewRegistry(), nil)
+	st, err := buildStack(context.Background(), cfg, config.Secret{}, nil, newLogs(cfg.Log, &buf), prometheus.NewRegistry(), nil, os.Getenv)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -205,7 +206,7 @@ func TestStackApplyJWKSCAFile(t *testing.T) {
 	cfg.Keys.JWKSURL = plain.URL + "/api/auth/jwks"
 	cfg.Keys.RevocationsURL = "" // a JWKS and no revocation feed, as Better Auth
 	var buf syncBuffer
-	st, err := buildStack(context.Background(), cfg, config.Secret{}, nil, newLogs(cfg.Log, &buf), prometheus.NewRegistry(), nil)
+	st, err := buildStack(context.Background(), cfg, config.Secret{}, nil, newLogs(cfg.Log, &buf), prometheus.NewRegistry(), nil, os.Getenv)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -110,6 +110,13 @@ func (r *revocations) stop() {
 	<-r.done
 }
 
+// drainFeed makes the feed's long polls answer now (shutdown has begun).
+func (r *revocations) drainFeed() {
+	if r != nil && r.feed != nil {
+		r.feed.Drain()
+	}
+}
+
 // proxyRevocations is what the proxy checks: nil (an untyped nil, not a
 // nil *Set) when there is no set.
 func (r *revocations) proxyRevocations() proxy.Revocations {

@@ -49,6 +49,7 @@ func cmdCheck(ctx context.Context, e *cliEnv, args []string) error {
 		secret = checkSecret(r, cfg, e.getenv)
 	}
 	checkMail(r, cfg, e.getenv)
+	checkProviders(ctx, r, cfg, e.getenv, e.online)
 	in, dbOK := checkDatabase(ctx, r, cfg, e.getenv)
 	switch {
 	case cfg.Verifier():

@@ -271,7 +271,7 @@ func TestCheckReadOnlyPostgres(t *testing.T) {
 	}
 
 	// Made as serve makes it, with a key; then as a binary from before
-	// 0003 left it.
+	// 0004 left it.
 	db, err := sqlstore.OpenPostgres(context.Background(), sqlstore.PostgresOptions{URL: url})
 	if err != nil {
 		t.Fatal(err)

@@ -264,56 +264,81 @@ func TestServeEndToEnd(t *testing.T) {
 // `npm ci` in testdata/betterauth-client; CI does that, and there a
 // missing Node setup is a failure, not a skip. Mail goes to the log
 // (email.delivery: log), and the script reads the links from there through
-// MAIL_URL, the shape of the reference server's GET /__mail. The session
-// and account calls (list-sessions to delete-user) run too, each
-// revocation checked on a business route (BUSINESS_URL).
+// MAIL_URL, the shape of the reference server's GET /__mail. It runs with
+// auth.sign_in_after_verification on (the reference server's
+// autoSignInAfterVerification, which the script's defaults expect) and
+// off, the sidecar's default (VERIFY_SIGNS_IN=no). The default run also
+// makes the session and account calls (list-sessions to delete-user),
+// each revocation checked on a business route (BUSINESS_URL).
 func TestBetterAuthClient(t *testing.T) {
 	dir := needBetterAuth(t, "betterauth-client")
 	up := echoUpstream(t)
-	cfgPath, port := writeConfig(t, t.TempDir(), fmt.Sprintf("email: { delivery: log }\nupstream: %q\nauth: { allow_delete_user: true }\n", up.URL))
-	s := startSidecar(t, cfgPath, port, e2eSecret)
-	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "node", "client-check.mjs")
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "BASE_URL="+s.base, "MAIL_URL="+mailbox(t, s.stderr.String),
-		"ACCOUNT_CHECKS=1", "BUSINESS_URL="+s.base+"/api/tasks", "DELETE_USER=allowed")
-	out, err := cmd.CombinedOutput()
-	t.Logf("client-check:\n%s", out)
-	if err != nil {
-		// The server's warnings and errors say why a call failed (a 503
-		// names its cause only in the log).
-		for _, line := range strings.Split(s.stderr.String(), "\n") {
-			if strings.Contains(line, `"level":"ERROR"`) || strings.Contains(line, `"level":"WARN"`) {
-				t.Log(line)
-			}
-		}
-		t.Fatalf("Better Auth client check failed: %v", err)
-	}
-	if !regexp.MustCompile(`(?m)^\d+ passed, 0 failed$`).Match(out) {
-		t.Fatal("client check did not report all passed")
-	}
-	// The recovery checks ran (they skip without MAIL_URL).
-	for _, want := range []string{
-		"PASS resetPassword with the mailed token returns {status:true}",
-		"PASS sign-in with the new password works",
-		"PASS verifyEmail returns {status:true,user:null}",
-		"PASS a used verification link: 401 INVALID_TOKEN",
-		"PASS forgetPassword (the old name) gets 404",
-		"PASS listSessions returns the user's two sessions",
-		"PASS the JWT's sid is its session's id, never its token",
-		"PASS revokeSession: the revoked JWT is refused (401)",
-		"PASS revokeSession: the other JWT still works",
-		"PASS changeEmail of an unverified address: changed at once",
-		"PASS revokeOtherSessions: the revoked JWT is refused (401)",
-		"PASS changePassword (the caller's older JWT too): the revoked JWT is refused (401)",
-		"PASS changePassword (a JWT minted after it): the other JWT still works",
-		"PASS revokeSessions: the revoked JWT is refused (401)",
-		"PASS deleteUser: the revoked JWT is refused (401)",
+	for _, tc := range []struct {
+		name, auth, signsIn string
+		accounts            bool
+	}{
+		{"a verification link signs in", "auth: { sign_in_after_verification: true }\n", "yes", false},
+		{"a verification link only verifies (the default)", "auth: { allow_delete_user: true }\n", "no", true},
 	} {
-		if !bytes.Contains(out, []byte(want)) {
-			t.Errorf("client check lacks %q", want)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			cfgPath, port := writeConfig(t, t.TempDir(), fmt.Sprintf("email: { delivery: log }\nupstream: %q\n%s", up.URL, tc.auth))
+			s := startSidecar(t, cfgPath, port, e2eSecret)
+			ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, "node", "client-check.mjs")
+			cmd.Dir = dir
+			cmd.Env = append(os.Environ(), "BASE_URL="+s.base, "MAIL_URL="+mailbox(t, s.stderr.String), "VERIFY_SIGNS_IN="+tc.signsIn)
+			if tc.accounts {
+				cmd.Env = append(cmd.Env, "ACCOUNT_CHECKS=1", "BUSINESS_URL="+s.base+"/api/tasks", "DELETE_USER=allowed")
+			}
+			out, err := cmd.CombinedOutput()
+			t.Logf("client-check:\n%s", out)
+			if err != nil {
+				// The server's warnings and errors say why a call failed (a
+				// 503 names its cause only in the log).
+				for _, line := range strings.Split(s.stderr.String(), "\n") {
+					if strings.Contains(line, `"level":"ERROR"`) || strings.Contains(line, `"level":"WARN"`) {
+						t.Log(line)
+					}
+				}
+				t.Fatalf("Better Auth client check failed: %v", err)
+			}
+			if !regexp.MustCompile(`(?m)^\d+ passed, 0 failed$`).Match(out) {
+				t.Fatal("client check did not report all passed")
+			}
+			// The recovery checks ran (they skip without MAIL_URL).
+			want := []string{
+				"PASS resetPassword with the mailed token returns {status:true}",
+				"PASS sign-in with the new password works",
+				"PASS verifyEmail returns {status:true,user:null}",
+				"PASS a used verification link: 401 INVALID_TOKEN",
+				"PASS forgetPassword (the old name) gets 404",
+			}
+			if tc.signsIn == "yes" {
+				want = append(want, "PASS verifyEmail sets the auth.session_token cookie (signed in)")
+			} else {
+				want = append(want, "PASS verifyEmail sets no auth.session_token cookie (the link only verifies)", "PASS getSession after verifyEmail: still signed out")
+			}
+			if tc.accounts {
+				want = append(want,
+					"PASS listSessions returns the user's two sessions",
+					"PASS the JWT's sid is its session's id, never its token",
+					"PASS revokeSession: the revoked JWT is refused (401)",
+					"PASS revokeSession: the other JWT still works",
+					"PASS changeEmail of an unverified address: changed at once",
+					"PASS revokeOtherSessions: the revoked JWT is refused (401)",
+					"PASS changePassword (the caller's older JWT too): the revoked JWT is refused (401)",
+					"PASS changePassword (a JWT minted after it): the other JWT still works",
+					"PASS revokeSessions: the revoked JWT is refused (401)",
+					"PASS deleteUser: the revoked JWT is refused (401)",
+				)
+			}
+			for _, w := range want {
+				if !bytes.Contains(out, []byte(w)) {
+					t.Errorf("client check lacks %q", w)
+				}
+			}
+		})
 	}
 }
 

@@ -199,7 +199,6 @@ var readmeNotRun = map[string]string{
 	readmeTestCommand: "it is the command that runs this test; .ci/run runs exactly it (TestReadmeTestCommandInCI)",
 	"go run ./cmd/authsidecar-bench": "the benchmark's full run takes ~200 s on an idle machine and seeding 1M users a minute more; " +
 		"cmd/authsidecar-bench TestSmoke runs the same program end to end in -smoke mode",
-	"go test -race ./...": "scripts/test, the README's test command, runs it, and with it this test",
 }
 
 // notRun returns the readmeNotRun entry the block starting with first

@@ -52,6 +52,8 @@ type cliEnv struct {
 	configSet bool
 	// ban holds "users ban"'s flags.
 	ban banFlags
+	// online: check contacts the identity providers (-online).
+	online bool
 }
 
 var commands = []command{
@@ -61,7 +63,8 @@ var commands = []command{
 			"reported as created by the first serve (once its directory is found writable), an older\n" +
 			"schema as migrations serve applies, a PostgreSQL database without tables as tables serve\n" +
 			"creates. It decrypts the stored signing keys with the secret (verifier mode: fetches the\n" +
-			"JWKS once). Every problem is printed as a FAIL line, then their count; the exit status is 1\n" +
+			"JWKS once). With -online it also fetches each identity provider's discovery document and\n" +
+			"JWKS and says what it found (without it, providers are not contacted). Every problem is printed as a FAIL line, then their count; the exit status is 1\n" +
 			"if there is any. When the config does not load, the secret is still checked, under the\n" +
 			"auth.secret_env the file names (or AUTH_SECRET)."},
 	{name: "version", summary: "print the version", run: cmdVersion},
@@ -150,6 +153,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	fs.StringVar(&e.configPath, "config", "sidecar.yaml", "configuration `file`")
 	if c.flags != nil {
 		c.flags(fs, e)
+	}
+	if path == "check" {
+		fs.BoolVar(&e.online, "online", false, "also fetch each identity provider's discovery document and JWKS")
 	}
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: authsidecar %s [-config FILE]%s\n\n%s.\n", path, prefixed(" ", c.args), upperFirst(c.summary))
