@@ -341,13 +341,12 @@ func (iss *Issuer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		iss.fail(w, r, &apiError{status: http.StatusMethodNotAllowed, code: "METHOD_NOT_ALLOWED", message: "Method not allowed"})
 		return
 	}
-	// Cross-site protection for every state-changing request (it lets
-	// GET/HEAD through, and non-browser clients that send neither Origin
-	// nor Sec-Fetch-Site).
+	// Cross-site protection for every state-changing request, before
+	// anything is read or changed (origin.go).
 	var apiErr *apiError
-	if err := iss.csrf.Check(r); err != nil {
-		iss.log.Info("cross-origin request refused", "path", logPath(r.URL.Path), "origin", r.Header.Get("Origin"), "sec_fetch_site", r.Header.Get("Sec-Fetch-Site"))
-		apiErr = errInvalidOrigin
+	if apiErr = iss.originCheck(r, sub); apiErr != nil {
+		iss.log.Info("cross-origin request refused", "path", logPath(r.URL.Path), "code", apiErr.code,
+			"origin", r.Header.Get("Origin"), "sec_fetch_site", r.Header.Get("Sec-Fetch-Site"))
 	} else {
 		apiErr = h(w, r)
 	}

@@ -207,7 +207,7 @@ func TestAdminRoleCheck(t *testing.T) {
 func TestJWTOutlivesSession(t *testing.T) {
 	s := newStack(t)
 	cookie, _, jwt := s.user("eve@example.com")
-	if r := s.do("POST", "/api/auth/sign-out", nil, "Cookie", cookie); r.status != 200 {
+	if r := s.do("POST", "/api/auth/sign-out", nil, "Cookie", cookie, "Origin", origin); r.status != 200 {
 		t.Fatalf("sign-out: %d %s", r.status, r.body)
 	}
 	if r := s.do("GET", "/api/tasks", nil, bearer(jwt)...); r.status != 200 {

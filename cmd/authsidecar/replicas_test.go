@@ -135,7 +135,7 @@ func TestReplicasOnPostgres(t *testing.T) {
 	}
 
 	// Sign-out on B ends the session on A at once.
-	if res, body := b.do(t, "POST", "/api/auth/sign-out", "", "Cookie", cookie); res.StatusCode != 200 {
+	if res, body := b.do(t, "POST", "/api/auth/sign-out", "", "Cookie", cookie, "Origin", "http://app.example.test"); res.StatusCode != 200 {
 		t.Fatalf("sign-out on B: got %d %s", res.StatusCode, body)
 	}
 	if res, body := a.do(t, "GET", "/api/auth/get-session", "", "Cookie", cookie); res.StatusCode != 200 || strings.TrimSpace(string(body)) != "null" || res.Header.Get("Set-Auth-Jwt") != "" {
