@@ -619,30 +619,35 @@ func (iss *Issuer) verifyEmail(w http.ResponseWriter, r *http.Request) *apiError
 	if tok == "" || len(tok) > maxTokenBytes {
 		return fail()
 	}
-	u, wasVerified, err := iss.store.VerifyEmail(r.Context(), hashToken(tok), iss.now().UTC().Truncate(timeUnit))
+	// Everything that can fail comes before the token is spent, and the
+	// session is created in its transaction: a failure leaves the link
+	// working.
+	s, su, found, _, err := iss.lookup(r.Context(), r, true)
+	if err != nil {
+		return storeErr(err)
+	}
+	keep := ""
+	if found {
+		keep = su.ID
+	}
+	ns, err := iss.newSession(r, "", true)
+	if err != nil {
+		return errInternal(err)
+	}
+	u, wasVerified, err := iss.store.VerifyEmail(r.Context(), hashToken(tok), iss.now().UTC().Truncate(timeUnit), &ns, keep)
 	if errors.Is(err, ErrNotFound) {
 		return fail()
 	}
 	if err != nil {
 		return storeErr(err)
 	}
-	if !wasVerified {
-		s, su, found, _, err := iss.lookup(r.Context(), r, true)
-		if err != nil {
-			return storeErr(err)
-		}
-		if found && su.ID == u.ID {
-			iss.setSessionCookie(w, s)
-		} else {
-			ns, err := iss.newSession(r, u.ID, true)
-			if err != nil {
-				return errInternal(err)
-			}
-			if err := iss.store.CreateSession(r.Context(), ns); err != nil {
-				return storeErr(err)
-			}
-			iss.setSessionCookie(w, ns)
-		}
+	switch {
+	case wasVerified:
+	case u.ID == keep:
+		iss.setSessionCookie(w, s)
+	default:
+		ns.UserID = u.ID
+		iss.setSessionCookie(w, ns)
 	}
 	if hasCallback && callback != "" {
 		redirect(w, callback)

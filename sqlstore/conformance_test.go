@@ -62,6 +62,7 @@ var conformanceCases = []struct {
 	{"ResetPasswordCrossKind", testResetPasswordCrossKind},
 	{"ResetPasswordCreatesCredential", testResetPasswordCreatesCredential},
 	{"VerifyEmail", testVerifyEmail},
+	{"VerifyEmailSignsIn", testVerifyEmailSignsIn},
 	{"RecoveryTokenSingleUse", testRecoveryTokenSingleUse},
 	{"RecoveryConcurrentMix", testRecoveryConcurrentMix},
 	{"DeleteUserCascadesTokens", testDeleteUserCascadesTokens},
