@@ -302,8 +302,9 @@ type Email struct {
 	// "Example <no-reply@example.com>". Required for smtp.
 	From string `yaml:"from"`
 	// MaxAttempts is how many deliveries of one message are tried before it
-	// is marked dead (counted; see "authsidecar outbox"). Default 10,
-	// between 1 and 100. Retries back off exponentially from 5s to 1h.
+	// is marked dead (counted at each claim, so a try that kills the process
+	// counts too; see "authsidecar outbox"). Default 10, between 1 and 100.
+	// Retries back off exponentially from 5s to 1h.
 	MaxAttempts int     `yaml:"max_attempts"`
 	SMTP        SMTP    `yaml:"smtp"`
 	Webhook     Webhook `yaml:"webhook"`

@@ -75,6 +75,8 @@ var conformanceCases = []struct {
 	{"ListOutbox", testListOutbox},
 	{"RetryOutbox", testRetryOutbox},
 	{"ReleaseOutbox", testReleaseOutbox},
+	{"OutboxClaimCountsAttempt", testOutboxClaimCountsAttempt},
+	{"OutboxRenew", testOutboxRenew},
 	{"OutboxSweep", testOutboxSweep},
 
 	{"ExportImportRoundTrip", testExportImportRoundTrip},
