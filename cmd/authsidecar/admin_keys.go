@@ -78,7 +78,7 @@ func cmdKeysRotate(ctx context.Context, e *cliEnv, _ []string) error {
 	for _, k := range before {
 		canSign = canSign || k.Usable && (k.ExpiresAt.IsZero() || now.Before(k.ExpiresAt))
 	}
-	opts := issuerOptions(a.cfg, a.secret, a.db, newLogger(config.Log{Level: "warn", Format: a.cfg.Log.Format}, e.stderr))
+	opts := issuerOptions(a.cfg, a.secret, a.db, newLogger(config.Log{Level: config.LevelWarn, Format: a.cfg.Log.Format}, e.stderr))
 	iss, err := issuer.New(ctx, opts)
 	if err != nil {
 		return err

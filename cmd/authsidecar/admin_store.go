@@ -49,9 +49,9 @@ func openAdminDB(ctx context.Context, e *cliEnv, withSecret, create bool) (*admi
 		return nil, err
 	}
 	switch a.cfg.Database.Driver {
-	case "none":
+	case config.DriverNone:
 		return nil, fmt.Errorf("%s has no database (database.driver none): run admin commands with a config of the issuers' database", e.configPath)
-	case "sqlite":
+	case config.DriverSQLite:
 		if _, err := os.Stat(a.cfg.Database.Path); errors.Is(err, fs.ErrNotExist) && !create {
 			return nil, fmt.Errorf("database %s does not exist (serve creates it): is -config %s the right file?", a.cfg.Database.Path, e.configPath)
 		}

@@ -78,7 +78,7 @@ func checkSecret(r *checkReport, cfg config.Config, getenv func(string) string) 
 // checkMail builds the mail delivery as serve would, without sending: the
 // secret it needs, its options and every template (executed once).
 func checkMail(r *checkReport, cfg config.Config, getenv func(string) string) {
-	if cfg.Email.Delivery == "off" {
+	if cfg.Email.Delivery == config.DeliveryOff {
 		return
 	}
 	ms, err := cfg.LoadMailSecret(getenv)
@@ -103,10 +103,10 @@ func checkMail(r *checkReport, cfg config.Config, getenv func(string) string) {
 func checkDatabase(ctx context.Context, r *checkReport, cfg config.Config, getenv func(string) string) (in sqlstore.Inspection, ok bool) {
 	var err error
 	switch cfg.Database.Driver {
-	case "none":
+	case config.DriverNone:
 		r.ok("no database (verifier mode)")
 		return in, true
-	case "postgres":
+	case config.DriverPostgres:
 		url, uerr := cfg.LoadDatabaseURL(getenv)
 		if uerr != nil {
 			r.fail(uerr)
@@ -125,7 +125,7 @@ func checkDatabase(ctx context.Context, r *checkReport, cfg config.Config, geten
 		return in, in.Keys != nil
 	}
 	switch {
-	case !in.Exists && cfg.Database.Driver == "sqlite":
+	case !in.Exists && cfg.Database.Driver == config.DriverSQLite:
 		r.ok("database %s does not exist yet: serve creates it", in.Where)
 	case !in.Exists:
 		r.ok("database %s has no authsidecar tables yet: serve creates them", in.Where)

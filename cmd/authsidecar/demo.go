@@ -61,7 +61,7 @@ func cmdDemo(ctx context.Context, e *cliEnv, args []string) error {
 	cfg.Upstream = "http://" + upLn.Addr().String()
 	cfg.Database.Path = filepath.Join(dir, "demo.db")
 	cfg.Metrics.Listen = metricsAddr
-	cfg.Log.Format = "text"
+	cfg.Log.Format = config.FormatText
 	// Reset and verification mails go to the log, links and all: the
 	// demo page's "forgot password" is followed from there.
 	cfg.Email.Delivery = "log"

@@ -39,7 +39,7 @@ func mailTemplates(cfg config.Config) (*mail.Templates, error) {
 func newSender(cfg config.Config, mailSecret config.Secret, log *slog.Logger) (mail.Sender, error) {
 	e := cfg.Email
 	switch e.Delivery {
-	case "smtp":
+	case config.DeliverySMTP:
 		tm, err := mailTemplates(cfg)
 		if err != nil {
 			return nil, err
@@ -52,13 +52,13 @@ func newSender(cfg config.Config, mailSecret config.Secret, log *slog.Logger) (m
 			return nil, fmt.Errorf("email.smtp: %w", err)
 		}
 		return s, nil
-	case "webhook":
+	case config.DeliveryWebhook:
 		s, err := mail.NewWebhook(mail.WebhookOptions{URL: e.Webhook.URL, Secret: string(mailSecret.Bytes()), Timeout: e.Webhook.Timeout.D()})
 		if err != nil {
 			return nil, fmt.Errorf("email.webhook: %w", err)
 		}
 		return s, nil
-	case "log":
+	case config.DeliveryLog:
 		if _, err := mailTemplates(cfg); err != nil {
 			return nil, err
 		}
@@ -80,7 +80,7 @@ type mailWiring struct {
 // newMailWiring builds the outbox's box and delivery worker; nil when
 // email.delivery is off.
 func newMailWiring(cfg config.Config, secret, mailSecret config.Secret, q mail.Queue, log *slog.Logger, reg prometheus.Registerer) (*mailWiring, error) {
-	if cfg.Email.Delivery == "off" {
+	if cfg.Email.Delivery == config.DeliveryOff {
 		return nil, nil
 	}
 	sender, err := newSender(cfg, mailSecret, log)
@@ -92,7 +92,7 @@ func newMailWiring(cfg config.Config, secret, mailSecret config.Secret, q mail.Q
 		return nil, fmt.Errorf("email: %w", err)
 	}
 	w, err := mail.NewWorker(mail.WorkerOptions{
-		Queue: q, Box: box, Sender: sender, Delivery: cfg.Email.Delivery,
+		Queue: q, Box: box, Sender: sender, Delivery: string(cfg.Email.Delivery),
 		Lease: mailLease, PollInterval: mailPoll, MaxAttempts: cfg.Email.MaxAttempts,
 		BackoffBase: mailBackoffBase, BackoffMax: mailBackoffMax,
 		Logger: log, Registerer: reg,

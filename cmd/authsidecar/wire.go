@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
-	"strings"
 
 	"github.com/authsidecar/authsidecar/config"
 	"github.com/authsidecar/authsidecar/issuer"
@@ -65,19 +64,19 @@ func (lg logs) accessFor(cfg config.Log) proxy.AccessLog {
 	switch {
 	case !cfg.Access || logLevel(cfg.Level) > slog.LevelInfo:
 		return nil
-	case cfg.Format == "json":
+	case cfg.Format == config.FormatJSON:
 		return proxy.JSONAccessLog(lg.w, lg.log)
 	}
 	return proxy.SlogAccessLog(lg.log)
 }
 
-func logLevel(name string) slog.Level {
+func logLevel(name config.LogLevel) slog.Level {
 	switch name {
-	case "debug":
+	case config.LevelDebug:
 		return slog.LevelDebug
-	case "warn":
+	case config.LevelWarn:
 		return slog.LevelWarn
-	case "error":
+	case config.LevelError:
 		return slog.LevelError
 	}
 	return slog.LevelInfo
@@ -87,9 +86,9 @@ func newLogger(cfg config.Log, w io.Writer) *slog.Logger {
 	return leveledLogger(cfg.Format, logLevel(cfg.Level), w)
 }
 
-func leveledLogger(format string, level slog.Leveler, w io.Writer) *slog.Logger {
+func leveledLogger(format config.LogFormat, level slog.Leveler, w io.Writer) *slog.Logger {
 	opts := &slog.HandlerOptions{Level: level}
-	if format == "text" {
+	if format == config.FormatText {
 		return slog.New(slog.NewTextHandler(w, opts))
 	}
 	return slog.New(slog.NewJSONHandler(w, opts))
@@ -100,9 +99,9 @@ func leveledLogger(format string, level slog.Leveler, w io.Writer) *slog.Logger 
 // password.
 func openStore(ctx context.Context, cfg config.Config, getenv func(string) string) (*sqlstore.DB, error) {
 	switch cfg.Database.Driver {
-	case "none":
+	case config.DriverNone:
 		return nil, nil
-	case "postgres":
+	case config.DriverPostgres:
 		url, err := cfg.LoadDatabaseURL(getenv)
 		if err != nil {
 			return nil, err
@@ -164,11 +163,11 @@ func issuerLimits(l config.Limits) issuer.Limits {
 	}
 }
 
-func sameSite(s string) http.SameSite {
-	switch strings.ToLower(s) {
-	case "strict":
+func sameSite(s config.SameSite) http.SameSite {
+	switch s {
+	case config.SameSiteStrict:
 		return http.SameSiteStrictMode
-	case "none":
+	case config.SameSiteNone:
 		return http.SameSiteNoneMode
 	}
 	return http.SameSiteLaxMode
