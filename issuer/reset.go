@@ -141,6 +141,8 @@ func (iss *Issuer) applyReset(w http.ResponseWriter, r *http.Request, tok, passw
 	if err != nil {
 		return hashErr(w, err)
 	}
+	r, done := afterHash(r)
+	defer done()
 	u, ended, err := iss.store.ResetPassword(r.Context(), hash, pwHash, iss.rec.revoke, iss.now().UTC().Truncate(timeUnit))
 	if errors.Is(err, ErrNotFound) {
 		return errInvalidResetToken

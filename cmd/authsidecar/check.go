@@ -139,7 +139,7 @@ func checkDatabase(ctx context.Context, r *checkReport, cfg config.Config, geten
 
 // checkKeys decrypts the stored keys with the secret.
 func checkKeys(r *checkReport, cfg config.Config, secret config.Secret, recs []issuer.KeyRecord) {
-	keys := issuer.InspectKeyRecords(recs, secret.Bytes(), cfg.Auth.JWTTTL.D(), nil, newLogger(config.Log{Level: "error"}, io.Discard))
+	keys := issuer.InspectKeyRecords(recs, keyView(cfg, secret))
 	usable := 0
 	for _, k := range keys {
 		if k.Usable {
