@@ -9,6 +9,7 @@ import (
 
 	"github.com/authsidecar/authsidecar/config"
 	"github.com/authsidecar/authsidecar/issuer"
+	"github.com/authsidecar/authsidecar/sidecar"
 )
 
 // cmdKeysList prints every stored key and what the current secret makes of it.
@@ -78,7 +79,7 @@ func cmdKeysRotate(ctx context.Context, e *cliEnv, _ []string) error {
 	for _, k := range before {
 		canSign = canSign || k.Usable && (k.ExpiresAt.IsZero() || now.Before(k.ExpiresAt))
 	}
-	opts := issuerOptions(a.cfg, a.secret, a.db, newLogger(config.Log{Level: config.LevelWarn, Format: a.cfg.Log.Format}, e.stderr))
+	opts := sidecar.IssuerOptions(a.cfg, a.secret, a.db, sidecar.NewLogger(config.Log{Level: config.LevelWarn, Format: a.cfg.Log.Format}, e.stderr))
 	iss, err := issuer.New(ctx, opts)
 	if err != nil {
 		return err
@@ -146,7 +147,7 @@ func inspectKeys(ctx context.Context, a *adminEnv) ([]issuer.KeyInfo, error) {
 func keyView(cfg config.Config, secret config.Secret) issuer.KeyView {
 	return issuer.KeyView{
 		Secret: secret.Bytes(), JWTTTL: cfg.Auth.JWTTTL.D(), KeyCooldown: cfg.Keys.Cooldown.D(),
-		Logger: newLogger(config.Log{Level: config.LevelError}, io.Discard),
+		Logger: sidecar.NewLogger(config.Log{Level: config.LevelError}, io.Discard),
 	}
 }
 

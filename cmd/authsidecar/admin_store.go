@@ -14,6 +14,7 @@ import (
 
 	"github.com/authsidecar/authsidecar/config"
 	"github.com/authsidecar/authsidecar/issuer"
+	"github.com/authsidecar/authsidecar/sidecar"
 	"github.com/authsidecar/authsidecar/sqlstore"
 )
 
@@ -56,7 +57,7 @@ func openAdminDB(ctx context.Context, e *cliEnv, withSecret, create bool) (*admi
 			return nil, fmt.Errorf("database %s does not exist (serve creates it): is -config %s the right file?", a.cfg.Database.Path, e.configPath)
 		}
 	}
-	if a.db, err = openStore(ctx, a.cfg, e.getenv); err != nil {
+	if a.db, err = sidecar.OpenStore(ctx, a.cfg, e.getenv); err != nil {
 		return nil, err
 	}
 	return a, nil

@@ -12,6 +12,7 @@ import (
 	"github.com/authsidecar/authsidecar/internal/errlist"
 	"github.com/authsidecar/authsidecar/issuer"
 	"github.com/authsidecar/authsidecar/jwks"
+	"github.com/authsidecar/authsidecar/sidecar"
 	"github.com/authsidecar/authsidecar/sqlstore"
 )
 
@@ -86,11 +87,11 @@ func checkMail(r *checkReport, cfg config.Config, getenv func(string) string) {
 		r.fail(err)
 		return
 	}
-	if _, err := newSender(cfg, ms, newLogger(config.Log{Level: "error"}, io.Discard)); err != nil {
+	if _, err := sidecar.NewSender(cfg, ms, sidecar.NewLogger(config.Log{Level: "error"}, io.Discard)); err != nil {
 		r.fail(err)
 		return
 	}
-	if _, err := mailTemplates(cfg); err != nil {
+	if _, err := sidecar.MailTemplates(cfg); err != nil {
 		r.fail(err)
 		return
 	}
@@ -157,7 +158,7 @@ func checkKeys(r *checkReport, cfg config.Config, secret config.Secret, recs []i
 // checkJWKS fetches a verifier's JWKS once and reports the keys it would
 // verify with.
 func checkJWKS(ctx context.Context, r *checkReport, cfg config.Config) {
-	f, err := jwks.New(jwks.Options{URL: cfg.Keys.JWKSURL, CAFile: cfg.Keys.JWKSCAFile, Logger: newLogger(config.Log{Level: "error"}, io.Discard)})
+	f, err := jwks.New(jwks.Options{URL: cfg.Keys.JWKSURL, CAFile: cfg.Keys.JWKSCAFile, Logger: sidecar.NewLogger(config.Log{Level: "error"}, io.Discard)})
 	if err != nil {
 		// Validate checked the URL, so what fails here is the CA file.
 		field := "keys.jwks_url"

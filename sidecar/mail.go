@@ -1,4 +1,4 @@
-package main
+package sidecar
 
 import (
 	"fmt"
@@ -13,15 +13,15 @@ import (
 // Outbox delivery timing. The backoff runs from 5s to 1h (sidecar.yaml
 // says so); email.max_attempts decides when a message is dead.
 const (
-	mailBackoffBase = 5 * time.Second
-	mailBackoffMax  = time.Hour
-	mailPoll        = 5 * time.Second
-	mailLease       = 2 * time.Minute
+	mailBackoffBase  = 5 * time.Second
+	mailBackoffMax   = time.Hour
+	MailPollInterval = 5 * time.Second
+	mailLease        = 2 * time.Minute
 )
 
-// mailTemplates loads the configured template overrides (or the built-in
+// MailTemplates loads the configured template overrides (or the built-in
 // ones), executing each once so a broken file fails start-up and check.
-func mailTemplates(cfg config.Config) (*mail.Templates, error) {
+func MailTemplates(cfg config.Config) (*mail.Templates, error) {
 	t := cfg.Email.Templates
 	files := map[mail.Kind]mail.TemplateFiles{
 		mail.PasswordReset:     {Subject: t.PasswordReset.Subject, Text: t.PasswordReset.Text, HTML: t.PasswordReset.HTML},
@@ -34,13 +34,13 @@ func mailTemplates(cfg config.Config) (*mail.Templates, error) {
 	return tm, nil
 }
 
-// newSender builds the configured delivery; mailSecret is the SMTP
+// NewSender builds the configured delivery; mailSecret is the SMTP
 // password or the webhook signing secret (config.LoadMailSecret).
-func newSender(cfg config.Config, mailSecret config.Secret, log *slog.Logger) (mail.Sender, error) {
+func NewSender(cfg config.Config, mailSecret config.Secret, log *slog.Logger) (mail.Sender, error) {
 	e := cfg.Email
 	switch e.Delivery {
 	case config.DeliverySMTP:
-		tm, err := mailTemplates(cfg)
+		tm, err := MailTemplates(cfg)
 		if err != nil {
 			return nil, err
 		}
@@ -59,7 +59,7 @@ func newSender(cfg config.Config, mailSecret config.Secret, log *slog.Logger) (m
 		}
 		return s, nil
 	case config.DeliveryLog:
-		if _, err := mailTemplates(cfg); err != nil {
+		if _, err := MailTemplates(cfg); err != nil {
 			return nil, err
 		}
 		s, err := mail.NewLogSender(log)
@@ -83,7 +83,7 @@ func newMailWiring(cfg config.Config, secret, mailSecret config.Secret, q mail.Q
 	if cfg.Email.Delivery == config.DeliveryOff {
 		return nil, nil
 	}
-	sender, err := newSender(cfg, mailSecret, log)
+	sender, err := NewSender(cfg, mailSecret, log)
 	if err != nil {
 		return nil, err
 	}
@@ -93,7 +93,7 @@ func newMailWiring(cfg config.Config, secret, mailSecret config.Secret, q mail.Q
 	}
 	w, err := mail.NewWorker(mail.WorkerOptions{
 		Queue: q, Box: box, Sender: sender, Delivery: string(cfg.Email.Delivery),
-		Lease: mailLease, PollInterval: mailPoll, MaxAttempts: cfg.Email.MaxAttempts,
+		Lease: mailLease, PollInterval: MailPollInterval, MaxAttempts: cfg.Email.MaxAttempts,
 		BackoffBase: mailBackoffBase, BackoffMax: mailBackoffMax,
 		Logger: log, Registerer: reg,
 	})
