@@ -198,8 +198,10 @@ type Routes struct {
 	WebsocketPrefixes []string `yaml:"websocket_prefixes"`
 	// Admin lists path prefixes that additionally require one of some roles,
 	// checked against the database once per request. Default
-	// [{prefix: "/api/admin/", roles: [admin]}], and empty in verifier mode.
-	// Empty: no role checks.
+	// [{prefix: "/api/admin/", roles: [admin]}]. A verifier without a
+	// database cannot check roles: it answers these routes 403 (and refuses
+	// them written out). Empty: no role checks, the paths are business
+	// routes.
 	Admin []AdminRoute `yaml:"admin"`
 }
 
