@@ -359,3 +359,40 @@ func TestCheckVerifierFiles(t *testing.T) {
 		})
 	}
 }
+
+// TestCheckSQLitePathWithURICharacters: check reads the database file
+// named, even when its name holds "?", "#" or "%": before serve made it,
+// "does not exist yet"; after, its keys; and it creates nothing.
+func TestCheckSQLitePathWithURICharacters(t *testing.T) {
+	for _, name := range []string{"auth?x=1.db", "auth#1.db", "auth%41.db"} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			dbPath := filepath.Join(dir, "data", name)
+			if err := os.Mkdir(filepath.Dir(dbPath), 0o700); err != nil {
+				t.Fatal(err)
+			}
+			cfgPath, _ := writeConfigFile(t, dir, "sidecar.yaml", fmt.Sprintf("database: { path: %q }\n", dbPath))
+			env := map[string]string{"AUTH_SECRET": e2eSecret}
+			before := fsSnapshot(t, filepath.Dir(dbPath))
+			if out, err := runCheck(t, cfgPath, env); err != nil || !strings.Contains(out, "database "+dbPath+" does not exist yet") {
+				t.Errorf("before the database exists: got %v\n%s", err, out)
+			}
+			if after := fsSnapshot(t, filepath.Dir(dbPath)); after != before {
+				t.Errorf("check created files:\n%s", after)
+			}
+			db, err := sqlstore.OpenSQLite(context.Background(), dbPath) // as serve does
+			if err != nil {
+				t.Fatal(err)
+			}
+			db.Close()
+			mustCLI(t, e2eSecret, "", argv(cfgPath, "keys rotate")...)
+			out, err := runCheck(t, cfgPath, env)
+			if err != nil || !strings.Contains(out, "ok    key ") || !strings.Contains(out, "database "+dbPath+" (schema version") {
+				t.Errorf("after serve's open and keys rotate: got %v\n%s", err, out)
+			}
+			if ents, _ := os.ReadDir(filepath.Dir(dbPath)); len(ents) != 1 && len(ents) != 3 {
+				t.Errorf("files beside the database: %v, want only it (and its -wal, -shm)", ents)
+			}
+		})
+	}
+}
