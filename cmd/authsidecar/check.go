@@ -49,6 +49,8 @@ func cmdCheck(ctx context.Context, e *cliEnv, args []string) error {
 		secret = checkSecret(r, cfg, e.getenv)
 	}
 	checkMail(r, cfg, e.getenv)
+	checkNetwork(ctx, r, cfg)
+	checkAdminRoutes(r, cfg)
 	in, dbOK := checkDatabase(ctx, r, cfg, e.getenv)
 	switch {
 	case cfg.Verifier():
