@@ -243,7 +243,7 @@ func (p *Proxy) verify(w http.ResponseWriter, r *http.Request, info *RequestInfo
 	if info.Class == ClassWebSocket && hasUpgrade(r) {
 		// A zero Expires (a Verifier that did not say) closes the tunnel
 		// at once: no known end is no licence to stay open.
-		info.tunnel = newWSTunnel(claims.Expires.Add(p.o.Leeway))
+		info.tunnel = newWSTunnel(claims.Expires.Add(p.o.Leeway), p.log.With("user_id", claims.Subject))
 	}
 	return true
 }
