@@ -14,8 +14,9 @@ import (
 // slowCPUStore is the real store where the work before the password hash
 // eats the request's deadline and the write after it takes 100ms: as on a
 // host so loaded (or a container so throttled) that the hash itself
-// outlasts the deadline. The write after the hash honours its context, as
-// a database driver does.
+// outlasts the deadline. The write after the hash takes 1.5s, more than
+// storeReserve but less than the request's budget, and honours its
+// context, as a database driver does.
 type slowCPUStore struct {
 	*sqlstore.DB
 }
@@ -29,7 +30,7 @@ func eat(ctx context.Context) {
 
 func slowWrite(ctx context.Context) error {
 	select {
-	case <-time.After(100 * time.Millisecond):
+	case <-time.After(1500 * time.Millisecond):
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
@@ -57,8 +58,8 @@ func (s slowCPUStore) CreateSession(ctx context.Context, ss issuer.Session) erro
 
 // TestStoreWorkAfterHashOutlivesDeadline: the request deadline (the
 // proxy's store timeout) bounds the wait for a hashing slot and the store,
-// not the CPU a hash takes: the store work after a hash gets its own time,
-// so a slow hash does not turn a sign-up or a sign-in into a 503 "store
+// not the CPU a hash takes: the store work after a hash gets the whole
+// budget again, so a slow hash does not turn a sign-up or a sign-in into a 503 "store
 // unavailable" with the work thrown away (TestUsersCommands and
 // TestKeysRotateRunning met that on a loaded machine).
 func TestStoreWorkAfterHashOutlivesDeadline(t *testing.T) {
@@ -70,7 +71,7 @@ func TestStoreWorkAfterHashOutlivesDeadline(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ctx, cancel := context.WithTimeout(r.Context(), 300*time.Millisecond) // as the proxy does, shorter
+		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second) // as the proxy does (5s), shorter
 		defer cancel()
 		iss.ServeHTTP(w, r.WithContext(ctx))
 	}))

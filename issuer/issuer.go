@@ -363,6 +363,9 @@ func (iss *Issuer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		iss.log.Info("cross-origin request refused", "path", logPath(r.URL.Path), "code", apiErr.code,
 			"origin", r.Header.Get("Origin"), "sec_fetch_site", r.Header.Get("Sec-Fetch-Site"))
 	} else {
+		if hashes[sub] {
+			r = withStoreBudget(r)
+		}
 		apiErr = h(w, r)
 	}
 	switch sub {
