@@ -51,6 +51,10 @@ type Config struct {
 	Shutdown Shutdown `yaml:"shutdown"`
 	Cache    Cache    `yaml:"cache"`
 	Email    Email    `yaml:"email"`
+	// IdentityProviders are the OpenID Connect providers, Google and GitHub
+	// users may sign in with, besides their password. Default empty: none.
+	// Reloadable, whole: a reload that breaks any entry changes none.
+	IdentityProviders []IdentityProvider `yaml:"identity_providers"`
 }
 
 // Database says where users, sessions and signing keys are stored.
@@ -181,7 +185,8 @@ type Routes struct {
 	// "X-User-Id". Must be a valid header name and not a header the proxy
 	// itself relies on (Authorization, Cookie, Host, ...).
 	IdentityHeader string `yaml:"identity_header"`
-	// CookieOnly lists exact paths authenticated by the session cookie
+	// CookieOnly lists paths (exact, or a prefix when ending in "/")
+	// authenticated by the session cookie
 	// instead of a Bearer JWT, for top-level navigations that cannot send an
 	// Authorization header. Default ["/api/mcp-oauth/authorize"], and empty
 	// in verifier mode. Empty: no cookie-authenticated business route.
@@ -478,5 +483,6 @@ func Default() Config {
 			SMTP:        SMTP{PasswordEnv: "SMTP_PASSWORD", TLS: TLSStartTLS},
 			Webhook:     Webhook{SecretEnv: "EMAIL_WEBHOOK_SECRET", Timeout: Duration(10 * time.Second)},
 		},
+		IdentityProviders: []IdentityProvider{},
 	}
 }

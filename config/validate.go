@@ -55,6 +55,7 @@ func (c Config) Validate() error {
 	p.proxy(c.Proxy)
 	p.limits(c.Limits)
 	p.email(c)
+	p.identityProviders(c)
 	p.check("metrics.listen", checkListen(c.Metrics.Listen))
 	if c.Metrics.Listen == c.Listen && checkListen(c.Listen) == nil && !strings.HasSuffix(c.Listen, ":0") {
 		p.addRelated("metrics.listen", "listen", "must differ from listen (both are %q)", c.Listen)

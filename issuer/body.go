@@ -187,3 +187,31 @@ func (f *fields) err() *apiError {
 	}
 	return errBadRequest("VALIDATION_ERROR", strings.Join(f.problems, "; "))
 }
+
+// strings returns an optional array-of-strings member (nil when absent).
+func (f *fields) strings(name string) []string {
+	raw, ok := f.m[name]
+	if !ok || string(raw) == "null" {
+		return nil
+	}
+	var out []string
+	if jsonKind(raw) != "array" || json.Unmarshal(raw, &out) != nil {
+		f.fail(name, "Invalid input: expected array of strings, received "+jsonKind(raw))
+		return nil
+	}
+	return out
+}
+
+// object decodes an optional object member into v, reporting whether it
+// was there. Members of the wrong type are a problem.
+func (f *fields) object(name string, v any) bool {
+	raw, ok := f.m[name]
+	if !ok || string(raw) == "null" {
+		return false
+	}
+	if jsonKind(raw) != "object" || json.Unmarshal(raw, v) != nil {
+		f.fail(name, "Invalid input: expected object, received "+jsonKind(raw))
+		return false
+	}
+	return true
+}

@@ -66,6 +66,11 @@ type Options struct {
 	// OnNewKey is called with a newly created signing key before any JWT
 	// signed with it is issued. Zero: nothing is called.
 	OnNewKey func(PublicKey)
+	// Providers are the identity providers users may sign in with
+	// (sign-in/social); a running issuer changes them with Reload. Zero:
+	// none, and the social routes answer as for an unknown provider. With
+	// any, Store must also be an AccountStore.
+	Providers []Provider
 	// Registerer receives the issuer's metrics (sign-ins, sign-ups, JWTs
 	// issued). Zero: not registered.
 	Registerer prometheus.Registerer
@@ -123,6 +128,7 @@ type Issuer struct {
 	dummyHash  string
 	metrics    *metrics
 	rec        *recovery
+	social     *social
 
 	// Rebuilt by apply (New and each Reload): the limits, the origins
 	// trusted, the client IP and the routes that close over them. hasher
@@ -132,6 +138,7 @@ type Issuer struct {
 	csrf       *http.CrossOriginProtection
 	hasher     *hasher
 	routes     map[string]map[string]handlerFunc
+	providers  map[string]Provider
 	clientIP   func(*http.Request) string
 	signInIP   *limiter
 	signInMail *sharedLimiter
@@ -212,7 +219,10 @@ func New(ctx context.Context, o Options) (*Issuer, error) {
 		metrics:    newMetrics(o.Registerer),
 		rec:        newRecovery(o.Recovery),
 	}
-	if err := iss.apply(ReloadOptions{TrustedOrigins: o.TrustedOrigins, Limits: o.Limits, ClientIP: o.ClientIP}); err != nil {
+	if iss.social, err = newSocial(o.Store, o.Secret, name); err != nil {
+		return nil, err
+	}
+	if err := iss.apply(ReloadOptions{TrustedOrigins: o.TrustedOrigins, Limits: o.Limits, ClientIP: o.ClientIP, Providers: o.Providers}); err != nil {
 		return nil, err
 	}
 	iss.jwtIssuer = o.JWTIssuer
@@ -254,6 +264,13 @@ func (iss *Issuer) routeTable() map[string]map[string]handlerFunc {
 		"/send-verification-email": {http.MethodPost: iss.sendVerificationEmail},
 		"/verify-email":            {http.MethodGet: iss.verifyEmail},
 		resetPagePath:              {http.MethodGet: iss.resetPageGet, http.MethodPost: iss.resetPagePost},
+
+		"/sign-in/social":   {http.MethodPost: iss.signInSocial},
+		"/link-social":      {http.MethodPost: iss.linkSocial},
+		"/list-accounts":    {http.MethodGet: iss.listAccounts},
+		"/unlink-account":   {http.MethodPost: iss.unlinkAccount},
+		"/get-access-token": {http.MethodPost: iss.getAccessToken},
+		"/error":            {http.MethodGet: iss.errorPage, http.MethodHead: iss.errorPage},
 	}
 }
 
@@ -263,7 +280,8 @@ func (iss *Issuer) routeTable() map[string]map[string]handlerFunc {
 type ReloadOptions struct {
 	TrustedOrigins []string
 	Limits
-	ClientIP func(*http.Request) string
+	ClientIP  func(*http.Request) string
+	Providers []Provider
 }
 
 // Reload returns a new Issuer that serves with o's settings and shares
@@ -312,6 +330,9 @@ func (iss *Issuer) apply(o ReloadOptions) error {
 		}
 		iss.trusted[origin] = true
 	}
+	if err := iss.setProviders(o.Providers); err != nil {
+		return err
+	}
 	iss.routes = iss.routeTable()
 	return nil
 }
@@ -335,11 +356,17 @@ func (iss *Issuer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	methods, ok := iss.routes[sub]
 	if !ok {
-		// GET /reset-password/{token}: the one route with a parameter.
+		// GET /reset-password/{token} and /callback/{provider}: the routes
+		// with a parameter.
 		if tok, found := strings.CutPrefix(sub, "/reset-password/"); found && tok != "" && !strings.Contains(tok, "/") {
 			methods = map[string]handlerFunc{http.MethodGet: func(w http.ResponseWriter, r *http.Request) *apiError {
 				return iss.resetPasswordCallback(w, r, tok)
 			}}
+		} else if id, found := strings.CutPrefix(sub, "/callback/"); found && id != "" && !strings.Contains(id, "/") {
+			// Served whole here, cross-site POST included: the identity
+			// provider's form_post is one, and it is only bounced to GET.
+			iss.callback(w, r, id)
+			return
 		} else {
 			iss.fail(w, r, errNotFound)
 			return

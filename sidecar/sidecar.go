@@ -111,6 +111,9 @@ func New(ctx context.Context, o Options) (_ *Sidecar, err error) {
 	if err != nil {
 		return nil, err
 	}
+	if _, err := cfg.LoadProviderSecrets(getenv); err != nil {
+		return nil, err
+	}
 
 	ln := o.Listener
 	if ln == nil {
@@ -146,7 +149,7 @@ func New(ctx context.Context, o Options) (_ *Sidecar, err error) {
 			return nil, err
 		}
 	}
-	if s.st, err = buildStack(ctx, cfg, o.Secret, s.db, lg, reg, s.mail); err != nil {
+	if s.st, err = buildStack(ctx, cfg, o.Secret, s.db, lg, reg, s.mail, getenv); err != nil {
 		return nil, err
 	}
 	closers = append(closers, s.st.close)

@@ -67,6 +67,8 @@ export interface AuthClientOptions {
   fetch?: typeof fetch;
   /** The WebSocket constructor to use. Default: globalThis.WebSocket. */
   WebSocket?: typeof WebSocket;
+  /** How signInSocial sends the browser to the provider. Default: location.href = url. */
+  navigate?: (url: string) => void;
 }
 
 export interface AuthClient {
@@ -112,6 +114,22 @@ export interface AuthClient {
    * the token does not.
    */
   verifyEmail(input: { token: string; callbackURL?: string }): Promise<SessionResult | null>;
+  /**
+   * Signs in with an identity provider of identity_providers (POST /api/auth/sign-in/social,
+   * Better Auth's wire) and sends the browser to it. The provider sends the browser back to
+   * callbackURL (default: the sidecar's origin) with the session cookie set, or newUserCallbackURL
+   * for a first sign-in; the page there calls getSession() for the JWT. A refused sign-in lands
+   * on errorCallbackURL (default /api/auth/error) with ?error=<code> (access_denied,
+   * account_not_linked, signup_disabled, ...). Each URL is a path or on a trusted origin, else
+   * this rejects with INVALID_CALLBACK_URL (403) and its kin; an unknown provider rejects with
+   * PROVIDER_NOT_FOUND (404). Resolves to the sidecar's answer once navigation has begun.
+   */
+  signInSocial(input: {
+    provider: string;
+    callbackURL?: string;
+    errorCallbackURL?: string;
+    newUserCallbackURL?: string;
+  }): Promise<{ url: string; redirect: boolean }>;
   /** Fetches a fresh JWT with the cookie and stores it; null without a live session. */
   getSession(): Promise<SessionResult | null>;
   /**

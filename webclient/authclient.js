@@ -143,6 +143,19 @@ export function createAuthClient(options = {}) {
       if (code) throw new AuthError(401, code, "verification link refused");
       return getSession();
     },
+    // Sign in with an identity provider (identity_providers): the sidecar
+    // answers the provider's sign-in URL and the browser goes there. The
+    // provider sends it back to callbackURL with the session cookie set;
+    // the page there calls getSession() for the JWT. A refused sign-in
+    // lands on errorCallbackURL with ?error=<code>.
+    async signInSocial({ provider, callbackURL, errorCallbackURL, newUserCallbackURL }) {
+      const data = await post("/api/auth/sign-in/social", { provider, callbackURL, errorCallbackURL, newUserCallbackURL });
+      if (data?.url && data.redirect !== false) {
+        const go = options.navigate ?? ((u) => { globalThis.location.href = u; });
+        go(data.url);
+      }
+      return data;
+    },
     getSession,
     fetch: authFetch,
     webSocket,

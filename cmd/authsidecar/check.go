@@ -51,6 +51,7 @@ func cmdCheck(ctx context.Context, e *cliEnv, args []string) error {
 	checkMail(r, cfg, e.getenv)
 	checkNetwork(ctx, r, cfg)
 	checkAdminRoutes(r, cfg)
+	checkProviders(ctx, r, cfg, e.getenv, e.online)
 	in, dbOK := checkDatabase(ctx, r, cfg, e.getenv)
 	switch {
 	case cfg.Verifier():

@@ -128,21 +128,21 @@ func TestCheckReadOnly(t *testing.T) {
 		},
 		{
 			name: "current schema", dbRel: "auth.db", env: withSecret, prepare: newSQLite,
-			want: []string{"(schema version 3, current)", "ok    key ", "all checks passed"},
+			want: []string{"(schema version 4, current)", "ok    key ", "all checks passed"},
 		},
 		{
 			name: "current schema, no secret", dbRel: "auth.db", env: map[string]string{}, prepare: newSQLite,
-			want:    []string{"FAIL  AUTH_SECRET is not set", "(schema version 3, current)", "skip  keys: 1 key stored, not decrypted without the secret", "1 problem found"},
+			want:    []string{"FAIL  AUTH_SECRET is not set", "(schema version 4, current)", "skip  keys: 1 key stored, not decrypted without the secret", "1 problem found"},
 			wantErr: true,
 		},
 		{
 			name: "old schema", dbRel: "auth.db", env: withSecret,
 			prepare: func(t *testing.T, cfgPath, dbPath string) {
 				newSQLite(t, cfgPath, dbPath)
-				// As a binary from before 0003 left it.
-				sqliteExec(t, dbPath, `DROP TABLE outbox`, `DROP TABLE recovery_token`, `PRAGMA user_version = 2`)
+				// As a binary from before 0004 left it.
+				sqliteExec(t, dbPath, `DROP TABLE oauth_state`, `ALTER TABLE account DROP COLUMN access_token`, `ALTER TABLE account DROP COLUMN refresh_token`, `ALTER TABLE account DROP COLUMN id_token`, `ALTER TABLE account DROP COLUMN access_token_expires_at`, `ALTER TABLE account DROP COLUMN refresh_token_expires_at`, `ALTER TABLE account DROP COLUMN scope`, `PRAGMA user_version = 3`)
 			},
-			want: []string{"(schema version 2, this binary's is 3): 1 migration pending; serve applies them", "ok    key ", "all checks passed"},
+			want: []string{"(schema version 3, this binary's is 4): 1 migration pending; serve applies them", "ok    key ", "all checks passed"},
 		},
 		{
 			name: "newer schema", dbRel: "auth.db", env: withSecret,
@@ -150,7 +150,7 @@ func TestCheckReadOnly(t *testing.T) {
 				newSQLite(t, cfgPath, dbPath)
 				sqliteExec(t, dbPath, `PRAGMA user_version = 99`)
 			},
-			want:    []string{"FAIL  database ", "schema version 99 is newer than this binary knows (3)", "skip  keys: not checked", "1 problem found"},
+			want:    []string{"FAIL  database ", "schema version 99 is newer than this binary knows (4)", "skip  keys: not checked", "1 problem found"},
 			wantErr: true,
 		},
 		{
@@ -271,26 +271,26 @@ func TestCheckReadOnlyPostgres(t *testing.T) {
 	}
 
 	// Made as serve makes it, with a key; then as a binary from before
-	// 0003 left it.
+	// 0004 left it.
 	db, err := sqlstore.OpenPostgres(context.Background(), sqlstore.PostgresOptions{URL: url})
 	if err != nil {
 		t.Fatal(err)
 	}
 	db.Close()
 	cliWithEnv(t, env, argv(cfgPath, "keys rotate")...)
-	for _, q := range []string{`DROP TABLE outbox`, `DROP TABLE recovery_token`, `DELETE FROM schema_migrations WHERE version = 3`} {
+	for _, q := range []string{`DROP TABLE oauth_state`, `ALTER TABLE account DROP COLUMN access_token`, `ALTER TABLE account DROP COLUMN refresh_token`, `ALTER TABLE account DROP COLUMN id_token`, `ALTER TABLE account DROP COLUMN access_token_expires_at`, `ALTER TABLE account DROP COLUMN refresh_token_expires_at`, `ALTER TABLE account DROP COLUMN scope`, `DELETE FROM schema_migrations WHERE version = 4`} {
 		if _, err := raw.Exec(q); err != nil {
 			t.Fatal(err)
 		}
 	}
 	tables := pgTables(t, raw)
 	out, err = runCheck(t, cfgPath, env)
-	if err != nil || !strings.Contains(out, "(schema version 2, this binary's is 3): 1 migration pending; serve applies them") || !strings.Contains(out, "ok    key ") {
+	if err != nil || !strings.Contains(out, "(schema version 3, this binary's is 4): 1 migration pending; serve applies them") || !strings.Contains(out, "ok    key ") {
 		t.Errorf("old schema: got %v\n%s", err, out)
 	}
 	var version int
-	if err := raw.QueryRow(`SELECT max(version) FROM schema_migrations`).Scan(&version); err != nil || version != 2 || pgTables(t, raw) != tables {
-		t.Errorf("after check on an old schema: version %d (%v), %d tables; want 2 and %d: nothing migrated", version, err, pgTables(t, raw), tables)
+	if err := raw.QueryRow(`SELECT max(version) FROM schema_migrations`).Scan(&version); err != nil || version != 3 || pgTables(t, raw) != tables {
+		t.Errorf("after check on an old schema: version %d (%v), %d tables; want 3 and %d: nothing migrated", version, err, pgTables(t, raw), tables)
 	}
 
 	if _, err := raw.Exec(`INSERT INTO schema_migrations (version, name) VALUES (99, '0099_future.sql')`); err != nil {

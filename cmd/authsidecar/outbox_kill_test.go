@@ -39,7 +39,9 @@ func TestOutboxKill9(t *testing.T) {
 				cfgB, portB := replicaConfig(t, dir, "b.yaml", up.URL, mailCfg)
 				first = startBinary(t, cfgA, portA, append(pgEnv(url), hookEnv)...)
 				start = func() *process { return startBinary(t, cfgB, portB, append(pgEnv(url), hookEnv)...) }
-				list = func() string { return cliWithEnv(t, map[string]string{"DATABASE_URL": url}, argv(cfgB, "outbox list")...) }
+				list = func() string {
+					return cliWithEnv(t, map[string]string{"DATABASE_URL": url}, argv(cfgB, "outbox list")...)
+				}
 			}
 			signUp(t, first.instance, "ann@example.com", oldPassword)
 			release := recv.Hold()
