@@ -14,7 +14,7 @@ import (
 // slowCPUStore is the real store where the work before the password hash
 // eats the request's deadline and the write after it takes 100ms: as on a
 // host so loaded (or a container so throttled) that the hash itself
-// outlasts the deadline. The write after the hash takes 1.5s, more than
+// outlasts the deadline. The write after the hash takes 1.2s, more than
 // storeReserve but less than the request's budget, and honours its
 // context, as a database driver does.
 type slowCPUStore struct {
@@ -30,7 +30,7 @@ func eat(ctx context.Context) {
 
 func slowWrite(ctx context.Context) error {
 	select {
-	case <-time.After(1500 * time.Millisecond):
+	case <-time.After(1200 * time.Millisecond):
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
@@ -71,7 +71,7 @@ func TestStoreWorkAfterHashOutlivesDeadline(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second) // as the proxy does (5s), shorter
+		ctx, cancel := context.WithTimeout(r.Context(), 3*time.Second) // as the proxy does (5s), shorter
 		defer cancel()
 		iss.ServeHTTP(w, r.WithContext(ctx))
 	}))
