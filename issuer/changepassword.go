@@ -36,6 +36,8 @@ func (iss *Issuer) changePassword(w http.ResponseWriter, r *http.Request) *apiEr
 	if err != nil {
 		return hashErr(w, err)
 	}
+	r, done := afterHash(r)
+	defer done()
 	if err := iss.store.SetPassword(r.Context(), u.ID, newHash, iss.now().UTC().Truncate(timeUnit)); err != nil {
 		return storeErr(err)
 	}
