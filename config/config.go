@@ -251,8 +251,10 @@ type Routes struct {
 	WebsocketPrefixes []string `yaml:"websocket_prefixes"`
 	// Admin lists path prefixes that additionally require one of some roles,
 	// checked against the database once per request. Default
-	// [{prefix: "/api/admin/", roles: [admin]}], and empty in verifier mode.
-	// Empty: no role checks.
+	// [{prefix: "/api/admin/", roles: [admin]}]. A verifier without a
+	// database cannot check roles: it answers these routes 403 (and refuses
+	// them written out). Empty: no role checks, the paths are business
+	// routes.
 	Admin []AdminRoute `yaml:"admin"`
 }
 
@@ -323,8 +325,9 @@ type Email struct {
 	// "Example <no-reply@example.com>". Required for smtp.
 	From string `yaml:"from"`
 	// MaxAttempts is how many deliveries of one message are tried before it
-	// is marked dead (counted; see "authsidecar outbox"). Default 10,
-	// between 1 and 100. Retries back off exponentially from 5s to 1h.
+	// is marked dead (counted at each claim, so a try that kills the process
+	// counts too; see "authsidecar outbox"). Default 10, between 1 and 100.
+	// Retries back off exponentially from 5s to 1h.
 	MaxAttempts int     `yaml:"max_attempts"`
 	SMTP        SMTP    `yaml:"smtp"`
 	Webhook     Webhook `yaml:"webhook"`

@@ -64,7 +64,7 @@ var badFiles = map[string]string{
 	"bad-jwks-url-full.yaml":        `bad-jwks-url-full.yaml:2: keys.jwks_url: is only for mode verifier: a full sidecar verifies with the keys in its own database`,
 	"bad-jwks-ca-file.yaml":         `bad-jwks-ca-file.yaml:2: keys.jwks_ca_file: is only used with keys.jwks_url, which is not set`,
 	"bad-verifier-routes-no-db.yaml": "bad-verifier-routes-no-db.yaml:5: routes.cookie_only: needs a database to look sessions up, and database.driver is \"none\": remove the routes or use the issuers' postgres database\n" +
-		"bad-verifier-routes-no-db.yaml:7: routes.admin: needs a database to read user_role, and database.driver is \"none\": remove the routes or use the issuers' postgres database",
+		"bad-verifier-routes-no-db.yaml:7: routes.admin: needs a database to read user_role, and database.driver is \"none\": remove the routes, write routes.admin: [] if the upstream checks roles itself, or use the issuers' postgres database",
 	"bad-verifier-sqlite.yaml": "bad-verifier-sqlite.yaml:3: database.driver: \"sqlite\" cannot be shared with the issuers a verifier trusts: want \"none\" or \"postgres\"\n" +
 		"bad-verifier-sqlite.yaml:5: keys.jwks_url: must be an absolute http or https URL like https://app.example.com, got \"ftp://auth.example.com/jwks\"",
 	"bad-auth-issuer.yaml":   `bad-auth-issuer.yaml:2: auth.issuer: must be printable ASCII without spaces, like https://auth.example.com, got "https://auth example.com"`,

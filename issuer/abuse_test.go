@@ -29,7 +29,7 @@ func testClient(o *issuer.Options) {
 func changePassword(e *env, cookie, ip, current string) resp {
 	e.t.Helper()
 	return e.postJSON("/api/auth/change-password", map[string]any{"currentPassword": current, "newPassword": "a-new-password-9"},
-		"Cookie", cookie, "X-Test-Client", ip)
+		"Cookie", cookie, "Origin", "http://localhost:8080", "X-Test-Client", ip)
 }
 
 // TestPasswordCheckLimits: change-password (checkPassword) is limited per
@@ -113,6 +113,7 @@ func TestChangePasswordFloodFairShare(t *testing.T) {
 				req, _ := http.NewRequest("POST", e.srv.URL+"/api/auth/change-password", strings.NewReader(`{"currentPassword":"wrong-guess-1","newPassword":"a-new-password-9"}`))
 				req.Header.Set("Content-Type", "application/json")
 				req.Header.Set("Cookie", mallory)
+				req.Header.Set("Origin", "http://localhost:8080")
 				req.Header.Set("X-Test-Client", "198.51.100.7")
 				res, err := client.Do(req)
 				if err != nil {

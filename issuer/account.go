@@ -51,10 +51,17 @@ var (
 )
 
 // signedIn resolves the cookie session of an endpoint that needs one
-// (Better Auth's sessionMiddleware): 401 UNAUTHORIZED without; a POST
-// carrying a cookie must come from a trusted origin (sessionUser).
+// (Better Auth's sessionMiddleware): 401 UNAUTHORIZED without. ServeHTTP
+// has already refused a cookie-bearing POST from an untrusted origin.
 func (iss *Issuer) signedIn(r *http.Request) (Session, User, *apiError) {
-	return iss.sessionUser(r)
+	s, u, found, _, err := iss.lookup(r.Context(), r, false)
+	if err != nil {
+		return Session{}, User{}, storeErr(err)
+	}
+	if !found {
+		return Session{}, User{}, errUnauthorized
+	}
+	return s, u, nil
 }
 
 func (iss *Issuer) fresh(s Session) bool { return iss.now().Sub(s.CreatedAt) < freshAge }
@@ -244,6 +251,10 @@ func (iss *Issuer) deleteUser(w http.ResponseWriter, r *http.Request) *apiError 
 	case (!hasPassword || password == "") && !iss.fresh(s):
 		return errReauthenticate
 	}
+	// The password's hash may have used the request's time: the deletion
+	// gets the store's whole budget again.
+	r, done := afterHash(r)
+	defer done()
 	if err := iss.store.DeleteUser(r.Context(), u.ID, iss.stamp()); err != nil && !errors.Is(err, ErrNotFound) {
 		return storeErr(err)
 	}

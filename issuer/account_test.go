@@ -106,7 +106,7 @@ func TestSignOutRevokesItsSession(t *testing.T) {
 		e := newEnv(t, func(o *issuer.Options) { o.Accounts.KeepJWTsOnSignOut = keep })
 		cookie, _ := e.signUp("ann@example.com", pw)
 		sid := e.sessionID(cookie)
-		if r := e.postJSON("/api/auth/sign-out", map[string]any{}, "Cookie", cookie); r.status != 200 {
+		if r := e.postJSON("/api/auth/sign-out", map[string]any{}, "Cookie", cookie, "Origin", testBase); r.status != 200 {
 			t.Fatalf("sign-out: got %d %s", r.status, r.body)
 		}
 		got, _ := e.revoked(0)
@@ -340,7 +340,7 @@ func (e *env) verify(t *testing.T, email string) {
 	if err := e.db.IssueRecoveryToken(context.Background(), tok, mail.Queued{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := e.db.VerifyEmail(context.Background(), tok.Hash, e.clock.Now()); err != nil {
+	if _, _, err := e.db.VerifyEmail(context.Background(), tok.Hash, e.clock.Now(), nil); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -422,13 +422,13 @@ func TestBannedUser(t *testing.T) {
 func TestChangePasswordRevokes(t *testing.T) {
 	e := newEnv(t)
 	a, user := e.signUp("ann@example.com", pw)
-	if r := e.postJSON("/api/auth/change-password", map[string]any{"currentPassword": pw, "newPassword": "brand-new-password"}, "Cookie", a); r.status != 200 {
+	if r := e.postJSON("/api/auth/change-password", map[string]any{"currentPassword": pw, "newPassword": "brand-new-password"}, "Cookie", a, "Origin", testBase); r.status != 200 {
 		t.Fatal(r.status)
 	}
 	if got, _ := e.revoked(0); got != nil {
 		t.Errorf("change-password without revokeOtherSessions: got revocations %q, want none", got)
 	}
-	if r := e.postJSON("/api/auth/change-password", map[string]any{"currentPassword": "brand-new-password", "newPassword": "another-password", "revokeOtherSessions": true}, "Cookie", a); r.status != 200 {
+	if r := e.postJSON("/api/auth/change-password", map[string]any{"currentPassword": "brand-new-password", "newPassword": "another-password", "revokeOtherSessions": true}, "Cookie", a, "Origin", testBase); r.status != 200 {
 		t.Fatal(r.status)
 	}
 	if got, _ := e.revoked(0); strings.Join(got, ",") != "user:"+user["id"].(string) {

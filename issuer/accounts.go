@@ -46,13 +46,8 @@ func scopesOf(a Account) []string {
 }
 
 // sessionUser resolves the session of a cookie-authenticated account
-// request: the origin rule for cookie-bearing POSTs, then the session.
+// request (a cookie-bearing POST passed the origin rule in ServeHTTP).
 func (iss *Issuer) sessionUser(r *http.Request) (Session, User, *apiError) {
-	if r.Method != http.MethodGet {
-		if apiErr := iss.cookieOrigin(r); apiErr != nil {
-			return Session{}, User{}, apiErr
-		}
-	}
 	s, u, found, _, err := iss.lookup(r.Context(), r, false)
 	if err != nil {
 		return Session{}, User{}, storeErr(err)

@@ -38,6 +38,8 @@ func (iss *Issuer) changePassword(w http.ResponseWriter, r *http.Request) *apiEr
 	if err != nil {
 		return hashErr(w, err)
 	}
+	r, done := afterHash(r)
+	defer done()
 	// With revoke, every other session ends and every JWT of the user
 	// issued up to now is revoked, this session's included: the caller
 	// gets a fresh one at its next get-session, stamped after the cutoff.

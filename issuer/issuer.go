@@ -61,6 +61,11 @@ type Options struct {
 	ClientIP func(*http.Request) string
 	// PasswordCost is the scrypt cost. Zero: Better Auth's (N=16384, r=16, p=1).
 	PasswordCost ScryptParams
+	// KeyCooldown is the unknown-kid cooldown of the verifiers of this
+	// issuer's JWTs (keys.cooldown): a key made by RotateKey is published
+	// this long, and a few seconds more, before it signs, so whoever
+	// meets its kid may fetch it. Zero: 30s.
+	KeyCooldown time.Duration
 	// OnNewKey is called with a newly created signing key before any JWT
 	// signed with it is issued. Zero: nothing is called.
 	OnNewKey func(PublicKey)
@@ -214,10 +219,7 @@ func New(ctx context.Context, o Options) (*Issuer, error) {
 		iss.jwtIssuer = iss.origin
 	}
 	iss.sessions = &SessionReader{store: o.Store, cookies: iss.cookies, now: o.Now}
-	iss.keys = &keyring{
-		store: o.Store, secret: o.Secret, jwtTTL: o.JWTTTL, now: o.Now, log: o.Logger,
-		onNewKey: o.OnNewKey, decoded: map[string]*keyEntry{}, announced: map[string]bool{},
-	}
+	iss.keys = newKeyring(o.Store, o.Secret, o.JWTTTL, o.KeyCooldown, o.Now, o.Logger, o.OnNewKey)
 
 	if p := iss.rec.resetPage; p != "" && !iss.safeRedirect(p) {
 		return nil, fmt.Errorf("issuer: reset page %q is neither a path nor on base_url's origin or a trusted origin", p)
@@ -390,14 +392,16 @@ func (iss *Issuer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// use, so one address (or IPv6 prefix) cannot starve the others.
 	r = r.WithContext(withHashClient(r.Context(), clientKey(iss.clientIP(r), iss.v6Bits)))
 	iss.bodyDeadline(w, r)
-	// Cross-site protection for every state-changing request (it lets
-	// GET/HEAD through, and non-browser clients that send neither Origin
-	// nor Sec-Fetch-Site).
+	// Cross-site protection for every state-changing request, before
+	// anything is read or changed (origin.go).
 	var apiErr *apiError
-	if err := iss.csrf.Check(r); err != nil {
-		iss.log.Info("cross-origin request refused", "path", logPath(r.URL.Path), "origin", r.Header.Get("Origin"), "sec_fetch_site", r.Header.Get("Sec-Fetch-Site"))
-		apiErr = errInvalidOrigin
+	if apiErr = iss.originCheck(r, sub); apiErr != nil {
+		iss.log.Info("cross-origin request refused", "path", logPath(r.URL.Path), "code", apiErr.code,
+			"origin", r.Header.Get("Origin"), "sec_fetch_site", r.Header.Get("Sec-Fetch-Site"))
 	} else {
+		if hashes[sub] {
+			r = withStoreBudget(r)
+		}
 		apiErr = h(w, r)
 	}
 	switch sub {
@@ -465,8 +469,10 @@ func (iss *Issuer) SignFeed(typ string, payload json.RawMessage) (string, error)
 // known (for readiness).
 func (iss *Issuer) HasSigningKey() bool { return iss.keys.hasSigner() }
 
-// RotateKey makes a new signing key; the old ones stop signing but stay
-// in JWKS until the JWTs they signed have expired.
+// RotateKey makes the next signing key. It is published at once and
+// signs once it has been published longer than KeyCooldown; then the keys
+// signing before stop, but stay in JWKS until the JWTs they signed have
+// expired.
 func (iss *Issuer) RotateKey(ctx context.Context) (PublicKey, error) {
 	e, err := iss.keys.rotate(ctx)
 	if err != nil {
@@ -475,37 +481,41 @@ func (iss *Issuer) RotateKey(ctx context.Context) (PublicKey, error) {
 	return PublicKey{KID: e.rec.ID, Key: e.pub}, nil
 }
 
-// InspectKeys reports every stored key and whether it opens with secret,
-// without creating one: for "check" and "keys list". Zero jwtTTL and now
-// mean 30 days and time.Now.
-func InspectKeys(ctx context.Context, store Store, secret []byte, jwtTTL time.Duration, now func() time.Time, log *slog.Logger) ([]KeyInfo, error) {
-	if jwtTTL == 0 {
-		jwtTTL = 30 * 24 * time.Hour
+// KeyView is how stored keys are judged without an issuer, for "check"
+// and the "keys" commands: the Options of those names, with their zero
+// values.
+type KeyView struct {
+	Secret      []byte
+	JWTTTL      time.Duration
+	KeyCooldown time.Duration
+	Now         func() time.Time
+	Logger      *slog.Logger
+}
+
+func (v KeyView) keyring(store Store) *keyring {
+	if v.JWTTTL == 0 {
+		v.JWTTTL = 30 * 24 * time.Hour
 	}
-	if now == nil {
-		now = time.Now
+	if v.Now == nil {
+		v.Now = time.Now
 	}
-	if log == nil {
-		log = slog.Default()
+	if v.Logger == nil {
+		v.Logger = slog.Default()
 	}
-	k := &keyring{store: store, secret: secret, jwtTTL: jwtTTL, now: now, log: log, decoded: map[string]*keyEntry{}, announced: map[string]bool{}}
-	return k.inspect(ctx)
+	return newKeyring(store, v.Secret, v.JWTTTL, v.KeyCooldown, v.Now, v.Logger, nil)
+}
+
+// InspectKeys reports every stored key and whether it opens with the
+// secret, without creating one.
+func InspectKeys(ctx context.Context, store Store, v KeyView) ([]KeyInfo, error) {
+	return v.keyring(store).inspect(ctx)
 }
 
 // InspectKeyRecords is InspectKeys on records already read, newest first:
 // for "check", which reads them through a connection that cannot write
 // rather than through a Store.
-func InspectKeyRecords(recs []KeyRecord, secret []byte, jwtTTL time.Duration, now func() time.Time, log *slog.Logger) []KeyInfo {
-	if jwtTTL == 0 {
-		jwtTTL = 30 * 24 * time.Hour
-	}
-	if now == nil {
-		now = time.Now
-	}
-	if log == nil {
-		log = slog.Default()
-	}
-	k := &keyring{secret: secret, jwtTTL: jwtTTL, now: now, log: log, decoded: map[string]*keyEntry{}, announced: map[string]bool{}}
+func InspectKeyRecords(recs []KeyRecord, v KeyView) []KeyInfo {
+	k := v.keyring(nil)
 	return k.describe(k.decodeAll(recs))
 }
 

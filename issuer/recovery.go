@@ -141,15 +141,13 @@ func newLinkToken() (string, [32]byte, error) {
 func hashToken(tok string) [32]byte { return sha256.Sum256([]byte(tok)) }
 
 // mailRequest reads and checks what both mail-sending endpoints take, in
-// Better Auth's order: the per-IP limit, the origin of a cookie-bearing
-// request, the body {email, <target>?}, whether mail is on (disabled),
-// and the redirect target (invalid). email comes back lower-cased.
+// Better Auth's order (the origin is checked before, in ServeHTTP): the
+// per-IP limit, the body {email, <target>?}, whether mail is on
+// (disabled), and the redirect target (invalid). email comes back
+// lower-cased.
 func (iss *Issuer) mailRequest(w http.ResponseWriter, r *http.Request, target string, disabled, invalid *apiError) (email, to string, apiErr *apiError) {
 	if ok, wait := iss.mailIP.allow(iss.clientIP(r)); !ok {
 		return "", "", tooMany(w, wait)
-	}
-	if apiErr := iss.cookieOrigin(r); apiErr != nil {
-		return "", "", apiErr
 	}
 	f, apiErr := readFields(w, r, iss.bodyBytes, false)
 	if apiErr != nil {

@@ -68,6 +68,8 @@ func (iss *Issuer) signIn(w http.ResponseWriter, r *http.Request) *apiError {
 	if err != nil {
 		return hashErr(w, err)
 	}
+	r, done := afterHash(r)
+	defer done()
 	if !ok {
 		return errInvalidCredentials
 	}

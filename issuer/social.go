@@ -259,9 +259,6 @@ func (iss *Issuer) signInSocial(w http.ResponseWriter, r *http.Request) *apiErro
 	if ok, wait := iss.signInIP.allow(iss.clientIP(r)); !ok {
 		return tooMany(w, wait)
 	}
-	if apiErr := iss.cookieOrigin(r); apiErr != nil {
-		return apiErr
-	}
 	q, apiErr := iss.readSocial(w, r)
 	if apiErr != nil {
 		return apiErr
@@ -275,9 +272,6 @@ func (iss *Issuer) signInSocial(w http.ResponseWriter, r *http.Request) *apiErro
 // linkSocial is POST /link-social: a flow that adds the provider account
 // to the signed-in user instead of signing in.
 func (iss *Issuer) linkSocial(w http.ResponseWriter, r *http.Request) *apiError {
-	if apiErr := iss.cookieOrigin(r); apiErr != nil {
-		return apiErr
-	}
 	s, u, found, _, err := iss.lookup(r.Context(), r, false)
 	if err != nil {
 		return storeErr(err)

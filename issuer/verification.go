@@ -59,7 +59,15 @@ func (iss *Issuer) sendVerificationEmail(w http.ResponseWriter, r *http.Request)
 
 // verifyEmail spends a verification token and marks the address verified;
 // with RecoveryOptions.SignInAfterVerification it may also sign the
-// browser in (signInVerified).
+// browser in, in the transaction that spends the token, so a failure
+// leaves the link working instead of spent behind an error.
+//
+// Better Auth's autoSignInAfterVerification, minus its login CSRF: the
+// link is a top-level navigation anyone can send a victim to (with a link
+// for an address of the sender's), so it signs in only a browser with no
+// session, and re-sets the cookie of one already signed in as that user.
+// A browser signed in as someone else keeps its session: the address is
+// verified, nobody is signed out or in.
 func (iss *Issuer) verifyEmail(w http.ResponseWriter, r *http.Request) *apiError {
 	if ok, wait := iss.tokenIP.allow(iss.clientIP(r)); !ok {
 		return tooMany(w, wait)
@@ -88,17 +96,47 @@ func (iss *Issuer) verifyEmail(w http.ResponseWriter, r *http.Request) *apiError
 	if tok == "" || len(tok) > maxTokenBytes {
 		return fail()
 	}
-	u, wasVerified, err := iss.store.VerifyEmail(r.Context(), hashToken(tok), iss.now().UTC().Truncate(timeUnit))
+	// Everything that can fail comes before the token is spent.
+	var (
+		s     Session
+		su    User
+		found bool
+		ns    *Session
+	)
+	if iss.rec.signInAfterVerify {
+		var err error
+		if s, su, found, _, err = iss.lookup(r.Context(), r, true); err != nil {
+			return storeErr(err)
+		}
+		if !found {
+			n, err := iss.newSession(r, "", true)
+			if err != nil {
+				return errInternal(err)
+			}
+			ns = &n
+		}
+	}
+	now := iss.now().UTC().Truncate(timeUnit)
+	u, wasVerified, err := iss.store.VerifyEmail(r.Context(), hashToken(tok), now, ns)
 	if errors.Is(err, ErrNotFound) {
 		return fail()
 	}
 	if err != nil {
 		return storeErr(err)
 	}
-	if !wasVerified && iss.rec.signInAfterVerify {
-		if apiErr := iss.signInVerified(w, r, u); apiErr != nil {
-			return apiErr
-		}
+	switch {
+	case wasVerified || !iss.rec.signInAfterVerify:
+	case found && su.ID == u.ID:
+		iss.setSessionCookie(w, s)
+	case found:
+		iss.log.Info("verification link opened in another user's session: the session is kept, nobody signed in")
+	case u.Ban.Active(now):
+		// Verified, but a banned user is signed in nowhere (the store
+		// inserted no session).
+		iss.log.Info("verification link of a banned user: verified, nobody signed in", "user_id", u.ID)
+	default:
+		ns.UserID = u.ID
+		iss.setSessionCookie(w, *ns)
 	}
 	if hasCallback && callback != "" {
 		redirect(w, callback)
@@ -110,38 +148,5 @@ func (iss *Issuer) verifyEmail(w http.ResponseWriter, r *http.Request) *apiError
 		Status bool      `json:"status"`
 		User   *userJSON `json:"user"`
 	}{true, nil})
-	return nil
-}
-
-// signInVerified is Better Auth's autoSignInAfterVerification, minus its
-// login CSRF: the link is a top-level navigation anyone can send a victim
-// to (with a link for an address of the sender's), so it signs in only a
-// browser with no session, and re-sets the cookie of one already signed
-// in as that user. A browser signed in as someone else keeps its session:
-// the address is verified, nobody is signed out or in.
-func (iss *Issuer) signInVerified(w http.ResponseWriter, r *http.Request, u User) *apiError {
-	s, su, found, _, err := iss.lookup(r.Context(), r, true)
-	switch {
-	case err != nil:
-		return storeErr(err)
-	case found && su.ID == u.ID:
-		iss.setSessionCookie(w, s)
-		return nil
-	case found:
-		iss.log.Info("verification link opened in another user's session: the session is kept, nobody signed in")
-		return nil
-	case u.Ban.Active(iss.now()):
-		// Verified, but a banned user is signed in nowhere.
-		iss.log.Info("verification link of a banned user: verified, nobody signed in", "user_id", u.ID)
-		return nil
-	}
-	ns, err := iss.newSession(r, u.ID, true)
-	if err != nil {
-		return errInternal(err)
-	}
-	if err := iss.store.CreateSession(r.Context(), ns); err != nil {
-		return storeErr(err)
-	}
-	iss.setSessionCookie(w, ns)
 	return nil
 }

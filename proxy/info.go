@@ -21,13 +21,18 @@ type RequestInfo struct {
 }
 
 // CloseReason is why the proxy itself closed the request's WebSocket
-// tunnel (CloseReasonTokenExpired, CloseReasonTokenRevoked), or "" when the peers or a shutdown
-// ended it, or there was no tunnel. Read it once the handler has returned.
+// tunnel (CloseReasonNotWebSocket, CloseReasonTokenExpired,
+// CloseReasonTokenRevoked), or "" when the peers or a shutdown ended it,
+// or there was no tunnel. Read it once the handler has returned.
 func (i *RequestInfo) CloseReason() string {
-	if i.tunnel != nil && i.tunnel.expired.Load() {
-		if i.tunnel.revoked.Load() {
-			return CloseReasonTokenRevoked
-		}
+	switch {
+	case i.tunnel == nil:
+		return ""
+	case i.tunnel.broken.Load():
+		return CloseReasonNotWebSocket
+	case i.tunnel.expired.Load() && i.tunnel.revoked.Load():
+		return CloseReasonTokenRevoked
+	case i.tunnel.expired.Load():
 		return CloseReasonTokenExpired
 	}
 	return ""

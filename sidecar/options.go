@@ -25,6 +25,7 @@ func IssuerOptions(cfg config.Config, secret config.Secret, store issuer.Store, 
 		MinPasswordLength: cfg.Auth.MinPasswordLength,
 		MaxPasswordLength: cfg.Auth.MaxPasswordLength,
 		Limits:            issuerLimits(cfg.Limits),
+		KeyCooldown:       cfg.Keys.Cooldown.D(),
 		Recovery: issuer.RecoveryOptions{
 			ResetTokenTTL:            cfg.Auth.ResetTokenTTL.D(),
 			VerificationTokenTTL:     cfg.Auth.VerificationTokenTTL.D(),

@@ -62,6 +62,7 @@ var conformanceCases = []struct {
 	{"ResetPasswordCrossKind", testResetPasswordCrossKind},
 	{"ResetPasswordCreatesCredential", testResetPasswordCreatesCredential},
 	{"VerifyEmail", testVerifyEmail},
+	{"VerifyEmailSignsIn", testVerifyEmailSignsIn},
 	{"RecoveryTokenSingleUse", testRecoveryTokenSingleUse},
 	{"RecoveryConcurrentMix", testRecoveryConcurrentMix},
 	{"DeleteUserCascadesTokens", testDeleteUserCascadesTokens},
@@ -74,6 +75,8 @@ var conformanceCases = []struct {
 	{"ListOutbox", testListOutbox},
 	{"RetryOutbox", testRetryOutbox},
 	{"ReleaseOutbox", testReleaseOutbox},
+	{"OutboxClaimCountsAttempt", testOutboxClaimCountsAttempt},
+	{"OutboxRenew", testOutboxRenew},
 	{"OutboxSweep", testOutboxSweep},
 
 	{"RevocationsWithTheirCause", testRevocationsWithTheirCause},

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io/fs"
+	"net"
 	"os"
 	"path/filepath"
 	"sort"
@@ -356,6 +357,100 @@ func TestCheckVerifierFiles(t *testing.T) {
 			}
 			if after := fsSnapshot(t, dir); after != before {
 				t.Errorf("check changed the file system:\nbefore:\n%s\nafter:\n%s", before, after)
+			}
+		})
+	}
+}
+
+// TestCheckSQLitePathWithURICharacters: check reads the database file
+// named, even when its name holds "?", "#" or "%": before serve made it,
+// "does not exist yet"; after, its keys; and it creates nothing.
+func TestCheckSQLitePathWithURICharacters(t *testing.T) {
+	for _, name := range []string{"auth?x=1.db", "auth#1.db", "auth%41.db"} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			dbPath := filepath.Join(dir, "data", name)
+			if err := os.Mkdir(filepath.Dir(dbPath), 0o700); err != nil {
+				t.Fatal(err)
+			}
+			cfgPath, _ := writeConfigFile(t, dir, "sidecar.yaml", fmt.Sprintf("database: { path: %q }\n", dbPath))
+			env := map[string]string{"AUTH_SECRET": e2eSecret}
+			before := fsSnapshot(t, filepath.Dir(dbPath))
+			if out, err := runCheck(t, cfgPath, env); err != nil || !strings.Contains(out, "database "+dbPath+" does not exist yet") {
+				t.Errorf("before the database exists: got %v\n%s", err, out)
+			}
+			if after := fsSnapshot(t, filepath.Dir(dbPath)); after != before {
+				t.Errorf("check created files:\n%s", after)
+			}
+			db, err := sqlstore.OpenSQLite(context.Background(), dbPath) // as serve does
+			if err != nil {
+				t.Fatal(err)
+			}
+			db.Close()
+			mustCLI(t, e2eSecret, "", argv(cfgPath, "keys rotate")...)
+			out, err := runCheck(t, cfgPath, env)
+			if err != nil || !strings.Contains(out, "ok    key ") || !strings.Contains(out, "database "+dbPath+" (schema version") {
+				t.Errorf("after serve's open and keys rotate: got %v\n%s", err, out)
+			}
+			if ents, _ := os.ReadDir(filepath.Dir(dbPath)); len(ents) != 1 && len(ents) != 3 {
+				t.Errorf("files beside the database: %v, want only it (and its -wal, -shm)", ents)
+			}
+		})
+	}
+}
+
+// TestCheckProbesNetwork: check says what serve would meet on the
+// network: whether anything listens at the upstream (a warning when not:
+// serve starts, business requests get 502) and whether the listen
+// addresses are free (a warning when taken: serve could not bind them;
+// check is also run beside a live sidecar, which holds them).
+func TestCheckProbesNetwork(t *testing.T) {
+	listening, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer listening.Close()
+	closed, _ := net.Listen("tcp", "127.0.0.1:0")
+	closedAddr := closed.Addr().String()
+	closed.Close()
+	busy, _ := net.Listen("tcp", "127.0.0.1:0")
+	defer busy.Close()
+	free, _ := net.Listen("tcp", "127.0.0.1:0")
+	freeAddr := free.Addr().String()
+	free.Close()
+	free2, _ := net.Listen("tcp", "127.0.0.1:0")
+	free2Addr := free2.Addr().String()
+	free2.Close()
+
+	tests := []struct {
+		name, yaml string
+		want       []string
+	}{
+		{"all well", fmt.Sprintf("upstream: \"http://%s\"\nlisten: %q\nmetrics: { listen: %q }\n", listening.Addr(), freeAddr, free2Addr),
+			[]string{"ok    upstream http://" + listening.Addr().String() + " accepts connections", "ok    listen " + freeAddr + " is free", "ok    metrics.listen " + free2Addr + " is free"}},
+		{"nothing at the upstream", fmt.Sprintf("upstream: \"http://%s/app\"\nlisten: %q\nmetrics: { listen: %q }\n", closedAddr, freeAddr, free2Addr),
+			[]string{"WARN  upstream http://" + closedAddr + "/app: nothing accepts connections at " + closedAddr}},
+		{"listen taken", fmt.Sprintf("upstream: \"http://%s\"\nlisten: %q\nmetrics: { listen: %q }\n", listening.Addr(), busy.Addr(), free2Addr),
+			[]string{"WARN  listen " + busy.Addr().String() + " is in use: serve could not bind it"}},
+		{"metrics listen taken", fmt.Sprintf("upstream: \"http://%s\"\nlisten: %q\nmetrics: { listen: %q }\n", listening.Addr(), freeAddr, busy.Addr()),
+			[]string{"WARN  metrics.listen " + busy.Addr().String() + " is in use: serve could not bind it"}},
+		{"verifier without a database", fmt.Sprintf("mode: verifier\nupstream: \"http://%s\"\nlisten: %q\nmetrics: { listen: %q }\nkeys: { jwks_url: \"http://%s/api/auth/jwks\" }\n", listening.Addr(), freeAddr, free2Addr, closedAddr),
+			[]string{"WARN  routes.admin /api/admin/: answered 403: a verifier without a database cannot read roles (routes.admin: [] forwards these paths to an upstream that checks roles itself)"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			cfgPath := filepath.Join(dir, "sidecar.yaml")
+			file := tt.yaml
+			if !strings.HasPrefix(file, "mode: verifier") {
+				file += fmt.Sprintf("database: { path: %q }\n", filepath.Join(dir, "auth.db"))
+			}
+			writeFile(t, cfgPath, file)
+			out, _ := runCheck(t, cfgPath, map[string]string{"AUTH_SECRET": e2eSecret})
+			for _, w := range tt.want {
+				if !strings.Contains(out, "\n"+w) {
+					t.Errorf("check: no line %q in\n%s", w, out)
+				}
 			}
 		})
 	}

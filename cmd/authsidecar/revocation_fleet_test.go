@@ -185,7 +185,7 @@ func TestRevocationFleetPostgres(t *testing.T) {
 	res, _ := b.do(t, "POST", "/api/auth/sign-in/email", `{"email":"ann@example.com","password":"correct-horse-battery"}`)
 	cookie2 := res.Cookies()[0].Name + "=" + res.Cookies()[0].Value
 	jwt2 := getJWT(t, b, cookie2)
-	if res, body := a.do(t, "POST", "/api/auth/sign-out", "", "Cookie", cookie1); res.StatusCode != 200 {
+	if res, body := a.do(t, "POST", "/api/auth/sign-out", "", "Cookie", cookie1, "Origin", "http://app.example.test"); res.StatusCode != 200 {
 		t.Fatalf("sign-out on A: %d %s", res.StatusCode, body)
 	}
 	if got := status(t, a, "/api/tasks", jwt1); got != 401 {
@@ -373,7 +373,7 @@ limits: { signin_per_ip: "off", signup_per_ip: "off" }
 	procs := []*instance{iss.instance, v.instance}
 	cookie, jwt := signUp(t, iss.instance, "ann@example.com", "correct-horse-battery")
 	_, other := signUp(t, iss.instance, "bob@example.com", "correct-horse-battery")
-	iss.do(t, "POST", "/api/auth/sign-out", "", "Cookie", cookie)
+	iss.do(t, "POST", "/api/auth/sign-out", "", "Cookie", cookie, "Origin", "http://app.example.test")
 	t.Logf("sign-out reached both in %v", refusedEverywhere(t, procs, jwt, time.Now()))
 	cliWithEnv(t, map[string]string{"AUTH_SECRET": e2eSecret}, argv(cfg, "users ban", "bob@example.com")...)
 	t.Logf("ban reached both in %v", refusedEverywhere(t, procs, other, time.Now()))
