@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	mathrand "math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -211,48 +210,16 @@ func BenchmarkVerifyMissJWX(b *testing.B) {
 // user cutoffs), the token's own not among them: the revocation check's
 // cost on the hot path. Compare the rows of one run.
 func BenchmarkProxyHotRevocations(b *testing.B) {
-	million := revocation.NewSet(revocation.SetOptions{TTL: 31 * 24 * time.Hour, Usable: true})
-	es := make([]revocation.Entry, 1_000_000)
-	r := mathrand.New(mathrand.NewPCG(5, 6))
-	now := time.Now().UnixMilli()
-	for i := range es {
-		kind := revocation.KindSession
-		if i%10 == 0 {
-			kind = revocation.KindUser
-		}
-		es[i] = revocation.Entry{Kind: kind, Key: r.Uint64() | 1, At: now - r.Int64N(30*24*3600*1000)}
-	}
-	million.Add(es...)
-	es = nil
 	for _, tc := range []struct {
 		name string
 		set  proxy.Revocations
 	}{
 		{"none", nil},
 		{"held=0", revocation.NewSet(revocation.SetOptions{TTL: time.Hour, Usable: true})},
-		{"held=1000000", million},
+		{"held=1000000", millionRevocations()},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
-			pub, priv, _ := ed25519.GenerateKey(nil)
-			kc := proxy.NewKeyCache(proxy.KeyCacheOptions{Source: &staticKeys{keys: []proxy.Key{{KID: "k1", Public: pub}}}})
-			if err := kc.Load(context.Background()); err != nil {
-				b.Fatal(err)
-			}
-			v := proxy.NewCachingVerifier(proxy.CachingVerifierOptions{
-				Inner: proxy.NewJWTVerifier(proxy.JWTVerifierOptions{Keys: kc, Issuer: origin, Audience: origin, Leeway: 30 * time.Second}),
-				Keys:  kc, Size: 100000, Leeway: 30 * time.Second,
-			})
-			up, _ := url.Parse("http://upstream.invalid")
-			log := slog.New(slog.NewJSONHandler(io.Discard, nil))
-			p, err := proxy.New(proxy.Options{Upstream: up, Auth: http.NotFoundHandler(), Verifier: v, Revocations: tc.set, Transport: nopTransport{}, Logger: log})
-			if err != nil {
-				b.Fatal(err)
-			}
-			h := proxy.Chain(p, proxy.Recover(log), proxy.RequestID(), proxy.Observe(nil, nil))
-			req := httptest.NewRequest("GET", "/api/tasks", nil)
-			req.Header.Set("Authorization", "Bearer "+sign(priv, map[string]any{"alg": "EdDSA", "kid": "k1", "typ": "JWT"}, map[string]any{
-				"sub": "user-1", "sid": "0123456789abcdef0123456789abcdef", "iat": time.Now().Unix(), "iat_ms": time.Now().UnixMilli(),
-				"exp": time.Now().Add(time.Hour).Unix(), "iss": origin, "aud": origin}))
+			h, req := hotStack(b, tc.set)
 			b.ReportAllocs()
 			for b.Loop() {
 				w := httptest.NewRecorder()

@@ -177,7 +177,16 @@ func (s *Set) Add(entries ...Entry) {
 	live := s.now().UnixMilli() - s.ttl
 	old := s.cur.Load()
 	next := *old
-	var sess, users []pair
+	sess, users, all := split(entries, live)
+	next.all = max(next.all, all)
+	next.sessions = old.sessions.add(sortPairs(sess), live)
+	next.users = old.users.add(sortPairs(users), live)
+	s.publish(&next)
+}
+
+// split sorts entries by kind, leaving out those older than live: the
+// session and user pairs, and the latest cutoff for all (0: none).
+func split(entries []Entry, live int64) (sess, users []pair, all int64) {
 	for _, e := range entries {
 		switch {
 		case e.At < live:
@@ -186,12 +195,10 @@ func (s *Set) Add(entries ...Entry) {
 		case e.Kind == KindUser:
 			users = append(users, pair{e.Key, e.At})
 		case e.Kind == KindAll:
-			next.all = max(next.all, e.At)
+			all = max(all, e.At)
 		}
 	}
-	next.sessions = old.sessions.add(sortPairs(sess), live)
-	next.users = old.users.add(sortPairs(users), live)
-	s.publish(&next)
+	return sess, users, all
 }
 
 func (t tier) add(p []pair, live int64) tier {
@@ -222,19 +229,8 @@ func (s *Set) Replace(entries []Entry) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	live := s.now().UnixMilli() - s.ttl
-	next := &state{sessions: emptyTier, users: emptyTier}
-	var sess, users []pair
-	for _, e := range entries {
-		switch {
-		case e.At < live:
-		case e.Kind == KindSession:
-			sess = append(sess, pair{e.Key, e.At})
-		case e.Kind == KindUser:
-			users = append(users, pair{e.Key, e.At})
-		case e.Kind == KindAll:
-			next.all = max(next.all, e.At)
-		}
-	}
+	sess, users, all := split(entries, live)
+	next := &state{sessions: emptyTier, users: emptyTier, all: all}
 	next.sessions.base = newLayer(sortPairs(sess))
 	next.users.base = newLayer(sortPairs(users))
 	s.publish(next)
