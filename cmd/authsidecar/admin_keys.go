@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 	"text/tabwriter"
 	"time"
 
@@ -135,20 +134,11 @@ func cmdKeysRotate(ctx context.Context, e *cliEnv, _ []string) error {
 func inspectKeys(ctx context.Context, a *adminEnv) ([]issuer.KeyInfo, error) {
 	// Problems are reported in the listing; the issuer's log line would
 	// only repeat them.
-	keys, err := issuer.InspectKeys(ctx, a.db, keyView(a.cfg, a.secret))
+	keys, err := issuer.InspectKeys(ctx, a.db, sidecar.KeyView(a.cfg, a.secret))
 	if err != nil {
 		return nil, fmt.Errorf("keys: %w", err)
 	}
 	return keys, nil
-}
-
-// keyView judges stored keys as serve would with cfg and secret;
-// problems are reported by the caller, not logged.
-func keyView(cfg config.Config, secret config.Secret) issuer.KeyView {
-	return issuer.KeyView{
-		Secret: secret.Bytes(), JWTTTL: cfg.Auth.JWTTTL.D(), KeyCooldown: cfg.Keys.Cooldown.D(),
-		Logger: sidecar.NewLogger(config.Log{Level: config.LevelError}, io.Discard),
-	}
 }
 
 func countUsable(keys []issuer.KeyInfo) int {

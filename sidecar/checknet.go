@@ -1,4 +1,4 @@
-package main
+package sidecar
 
 import (
 	"context"
@@ -20,7 +20,7 @@ const dialTimeout = 3 * time.Second
 // addresses are free. Neither is a problem check counts: serve starts
 // without an upstream (business requests get 502 until it is up), and
 // check is also run beside the live sidecar that holds the addresses.
-func checkNetwork(ctx context.Context, r *checkReport, cfg config.Config) {
+func checkNetwork(ctx context.Context, r Reporter, cfg config.Config) {
 	checkUpstream(ctx, r, cfg.Upstream)
 	checkListen(r, "listen", cfg.Listen)
 	checkListen(r, "metrics.listen", cfg.Metrics.Listen)
@@ -28,7 +28,7 @@ func checkNetwork(ctx context.Context, r *checkReport, cfg config.Config) {
 
 // checkUpstream connects to the upstream's host and port (TCP only: what
 // the application answers is its own business).
-func checkUpstream(ctx context.Context, r *checkReport, upstream string) {
+func checkUpstream(ctx context.Context, r Reporter, upstream string) {
 	u, err := url.Parse(upstream)
 	if err != nil || u.Host == "" {
 		return // Validate said so
@@ -45,11 +45,11 @@ func checkUpstream(ctx context.Context, r *checkReport, upstream string) {
 	defer cancel()
 	conn, err := (&net.Dialer{}).DialContext(dctx, "tcp", addr)
 	if err != nil {
-		r.warn("upstream %s: nothing accepts connections at %s (%s): serve starts, and business requests get 502 until it does", upstream, addr, dialProblem(err))
+		r.Warn("upstream %s: nothing accepts connections at %s (%s): serve starts, and business requests get 502 until it does", upstream, addr, dialProblem(err))
 		return
 	}
 	conn.Close()
-	r.ok("upstream %s accepts connections", upstream)
+	r.OK("upstream %s accepts connections", upstream)
 }
 
 // dialProblem names why a connection failed, without Go's op prefix.
@@ -73,7 +73,7 @@ func dialProblem(err error) string {
 
 // checkListen binds addr for a moment, as serve would, and lets it go.
 // Port 0 (any free port) is always free.
-func checkListen(r *checkReport, key, addr string) {
+func checkListen(r Reporter, key, addr string) {
 	if addr == "" {
 		return
 	}
@@ -83,20 +83,20 @@ func checkListen(r *checkReport, key, addr string) {
 		if errors.Is(err, syscall.EADDRINUSE) {
 			why = "is in use"
 		}
-		r.warn("%s %s %s: serve could not bind it (%s; another process holds it, perhaps a sidecar already running with this file)", key, addr, why, dialProblem(err))
+		r.Warn("%s %s %s: serve could not bind it (%s; another process holds it, perhaps a sidecar already running with this file)", key, addr, why, dialProblem(err))
 		return
 	}
 	ln.Close()
-	r.ok("%s %s is free", key, addr)
+	r.OK("%s %s is free", key, addr)
 }
 
 // checkAdminRoutes warns of admin routes a verifier without a database
 // answers 403 (the defaults: written ones fail config).
-func checkAdminRoutes(r *checkReport, cfg config.Config) {
+func checkAdminRoutes(r Reporter, cfg config.Config) {
 	if !cfg.Verifier() || cfg.Database.Driver != config.DriverNone {
 		return
 	}
 	for _, a := range cfg.Routes.Admin {
-		r.warn("routes.admin %s: answered 403: a verifier without a database cannot read roles (routes.admin: [] forwards these paths to an upstream that checks roles itself)", a.Prefix)
+		r.Warn("routes.admin %s: answered 403: a verifier without a database cannot read roles (routes.admin: [] forwards these paths to an upstream that checks roles itself)", a.Prefix)
 	}
 }
