@@ -21,6 +21,8 @@ const (
 	scenSignIn        scenarioKey = "f"          // sign-in alone
 	scenSessionPG     scenarioKey = "e-pg"       // get-session alone, on PostgreSQL
 	scenSignInPG      scenarioKey = "f-pg"       // sign-in alone, on PostgreSQL
+	scenMemory        scenarioKey = "g"          // 1,000 connections right after sign-ins: memory
+	scenMemory64      scenarioKey = "g-64"       // the same with 64 connections
 )
 
 // scenarioDef is a scenario's fixed description.
@@ -44,6 +46,12 @@ type scenarioDef struct {
 	// postgres: the full sidecar runs on PostgreSQL, with users signed up
 	// there; skipped (with a note) when there is no PostgreSQL.
 	postgres bool
+	// memory: each run is on a fresh bare proxy and a fresh sidecar,
+	// which first answer a burst of sign-ups and sign-ins; the load, on
+	// conns connections, starts as soon as the last one is answered, and
+	// the peak RSS is the load's (memory.go).
+	memory bool
+	conns  int // fixed number of connections (0: -connections)
 }
 
 // stream is the scenario whose requests d sends.
@@ -72,6 +80,10 @@ var scenarioDefs = []scenarioDef{
 	{key: scenWebSocket, label: "d: WebSocket handshake, ?token=", weight: 0.5, bare: true, tunnel: true},
 	{key: scenSession, label: "e: get-session alone (no baseline)", weight: 0.5},
 	{key: scenSignIn, label: "f: sign-in alone, scrypt (no baseline)", weight: 0.5, maxConns: signInConns},
+	{key: scenMemory64, label: "g-64: business GET on 64 connections right after 10 sign-ups + 10 sign-ins (fresh processes)", weight: 4, bare: true,
+		requests: scenBusiness, memory: true, conns: 64},
+	{key: scenMemory, label: "g: business GET on 1,000 connections right after 10 sign-ups + 10 sign-ins (fresh processes)", weight: 4, bare: true,
+		requests: scenBusiness, memory: true, conns: 1000},
 	{key: scenSessionPG, label: "e-pg: get-session alone, PostgreSQL (no baseline)", weight: 0.5, requests: scenSession, postgres: true},
 	{key: scenSignInPG, label: "f-pg: sign-in alone, scrypt, PostgreSQL (no baseline)", weight: 0.5, maxConns: signInConns,
 		requests: scenSignIn, postgres: true},
