@@ -7,13 +7,14 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"runtime"
 	"runtime/debug"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/authsidecar/authsidecar/internal/scrypt"
+	"golang.org/x/crypto/scrypt"
 	"golang.org/x/text/unicode/norm"
 )
 
@@ -39,33 +40,45 @@ var errBadHash = errors.New("malformed password hash")
 // waited for a free hashing slot. It is overload, not a failure: 503 with Retry-After.
 var errHashBusy = errors.New("password hashing: every slot busy until the request deadline")
 
-// releaseAfter is how long the hashing memory outlives the last hash: long
-// enough that a steady trickle of sign-ins reuses it, short enough that a
-// burst's memory is back with the OS within seconds.
-const releaseAfter = time.Second
-
 // hasher computes scrypt hashes in Better Auth's format, at most cap(sem)
-// at a time. Each hash needs 128*N*r bytes (32 MiB at Better Auth's cost):
-// the hasher keeps at most cap(sem) such buffers and reuses them, so a
-// burst of sign-ins costs exactly cap(sem) x 32 MiB, never a heap of
-// discarded buffers waiting for the collector (the buffers live outside
-// the Go heap: see internal/scrypt). releaseAfter past the last hash it
-// frees them and hands the heap's free pages back to the OS too, so the
-// process returns to its idle size.
+// at a time. golang.org/x/crypto/scrypt allocates its work memory,
+// 128*N*r bytes (32 MiB at Better Auth's cost), on every call and leaves
+// it to the garbage collector, whose next cycle may be a whole heap goal
+// away: a burst of sign-ins would pile up dead buffers (150 MiB of RSS
+// after a handful). Two steps keep it to cap(sem) buffers, and none once
+// the burst is over:
+//
+//   - before a hash starts, if another one ended since the last collection,
+//     the collector runs (runtime.GC, ~1 ms on this heap against ~80 ms for
+//     a hash), so the new buffer takes the dead one's pages instead of
+//     growing the heap;
+//   - when the last hash ends and none is waiting, the heap's free pages go
+//     back to the OS (debug.FreeOSMemory) before that sign-in is answered,
+//     so requests arriving right after a burst do not stack their memory
+//     on top of it.
+//
+// Within a burst the pages stay with the process and are reused; an
+// isolated sign-in pays the page faults of a fresh 32 MiB (a few ms).
 type hasher struct {
 	params  ScryptParams
 	sem     chan struct{}
 	waiting atomic.Int64 // requests queued for a slot
 
-	mu      sync.Mutex
-	free    []*scrypt.Work // at most cap(sem); idle buffers
-	running int            // hashes holding a buffer
-	gen     int            // bumped by each acquire: a stale release timer does nothing
-	release func()         // returns free heap pages to the OS: debug.FreeOSMemory
+	// dead: a hash ended since the last collection, so its buffer is
+	// garbage on the heap. collecting serializes the check and the
+	// collection, so that two hashes starting together both wait for it.
+	dead       atomic.Bool
+	collecting sync.Mutex
+	collect    func() // runtime.GC
+
+	mu        sync.Mutex
+	running   int        // hashes holding a slot
+	releasing sync.Mutex // one release at a time
+	release   func()     // collects and returns free heap pages to the OS: debug.FreeOSMemory
 }
 
 func newHasher(params ScryptParams, concurrency int) *hasher {
-	return &hasher{params: params.orDefault(), sem: make(chan struct{}, concurrency), release: debug.FreeOSMemory}
+	return &hasher{params: params.orDefault(), sem: make(chan struct{}, concurrency), collect: runtime.GC, release: debug.FreeOSMemory}
 }
 
 // storeReserve is the part of a request's deadline that waiting for a
@@ -79,8 +92,8 @@ const storeReserve = time.Second
 // a sign-in is answered 503 with Retry-After at once.
 const waitingPerSlot = 32
 
-// acquire waits for a hashing slot and hands out a buffer for it.
-func (h *hasher) acquire(ctx context.Context) (*scrypt.Work, error) {
+// acquire waits for a hashing slot; put gives it back.
+func (h *hasher) acquire(ctx context.Context) error {
 	var giveUp <-chan time.Time
 	if dl, ok := ctx.Deadline(); ok {
 		left := time.Until(dl)
@@ -95,78 +108,57 @@ func (h *hasher) acquire(ctx context.Context) (*scrypt.Work, error) {
 		// deadline anyway is told so at once, and holds no memory meanwhile.
 		if h.waiting.Add(1) > int64(waitingPerSlot*cap(h.sem)) {
 			h.waiting.Add(-1)
-			return nil, errHashBusy
+			return errHashBusy
 		}
 		defer h.waiting.Add(-1)
 		select {
 		case h.sem <- struct{}{}:
 		case <-giveUp:
-			return nil, errHashBusy
+			return errHashBusy
 		case <-ctx.Done():
 			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-				return nil, errHashBusy
+				return errHashBusy
 			}
-			return nil, ctx.Err()
+			return ctx.Err()
 		}
 	}
 	h.mu.Lock()
 	h.running++
-	h.gen++
-	var w *scrypt.Work
-	if n := len(h.free); n > 0 {
-		w, h.free = h.free[n-1], h.free[:n-1]
-	}
 	h.mu.Unlock()
-	if w == nil {
-		var err error
-		if w, err = scrypt.NewWork(h.params.N, h.params.R); err != nil {
-			h.put(nil)
-			return nil, fmt.Errorf("scrypt: %w", err)
-		}
+	h.collecting.Lock()
+	if h.dead.Swap(false) {
+		h.collect()
 	}
-	return w, nil
+	h.collecting.Unlock()
+	return nil
 }
 
-// put gives a buffer back and frees the slot. The last hash to end arms the
-// release of every buffer.
-func (h *hasher) put(w *scrypt.Work) {
+// put frees the slot. The last hash of a burst hands the memory back
+// before its answer goes out (FreeOSMemory takes a few ms), so whatever
+// the client sends next meets a process back at its idle size.
+func (h *hasher) put() {
+	h.dead.Store(true)
 	h.mu.Lock()
-	if w != nil {
-		h.free = append(h.free, w)
-	}
 	h.running--
-	if h.running == 0 {
-		gen := h.gen
-		time.AfterFunc(releaseAfter, func() { h.drop(gen) })
-	}
+	idle := h.running == 0
 	h.mu.Unlock()
 	<-h.sem
-}
-
-// drop lets the buffers go if no hash started since the timer was armed.
-func (h *hasher) drop(gen int) {
-	h.mu.Lock()
-	if h.running > 0 || h.gen != gen || len(h.free) == 0 {
-		h.mu.Unlock()
-		return
+	if idle && h.waiting.Load() == 0 {
+		h.releasing.Lock()
+		h.dead.Store(false) // the release collects first
+		h.release()
+		h.releasing.Unlock()
 	}
-	for _, w := range h.free {
-		w.Free()
-	}
-	h.free = nil
-	h.mu.Unlock()
-	h.release()
 }
 
 // derive is Better Auth's recipe: the salt is the 32-char hex string used
 // as bytes (not hex-decoded) and the password is NFKC-normalized.
 func (h *hasher) derive(ctx context.Context, password, saltHex string) ([]byte, error) {
-	w, err := h.acquire(ctx)
-	if err != nil {
+	if err := h.acquire(ctx); err != nil {
 		return nil, err
 	}
-	defer h.put(w)
-	key, err := scrypt.Key(w, []byte(norm.NFKC.String(password)), []byte(saltHex), h.params.N, h.params.R, h.params.P, scryptKeyLen)
+	defer h.put()
+	key, err := scrypt.Key([]byte(norm.NFKC.String(password)), []byte(saltHex), h.params.N, h.params.R, h.params.P, scryptKeyLen)
 	if err != nil {
 		return nil, fmt.Errorf("scrypt: %w", err)
 	}
