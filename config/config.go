@@ -24,7 +24,7 @@ type Config struct {
 	// /api/auth/* from its own database; or "verifier": it only verifies,
 	// against the public keys of Keys.JWKSURL, serves no /api/auth/*, and
 	// needs no AUTH_SECRET and, by default, no database.
-	Mode string `yaml:"mode"`
+	Mode Mode `yaml:"mode"`
 	// Listen is the host:port of the public listener. Default "127.0.0.1:8080":
 	// loopback, because the sidecar normally sits behind a load balancer or
 	// ingress on the same host. An empty host (":8080") listens on all
@@ -58,7 +58,7 @@ type Database struct {
 	// Driver is the storage engine: "sqlite" (default in full mode), an
 	// embedded file; "postgres", a server several replicas share; or
 	// "none" (verifier mode only, and its default there).
-	Driver string `yaml:"driver"`
+	Driver Driver `yaml:"driver"`
 	// Path is the SQLite database file. Default "authsidecar.db" (relative to
 	// the working directory). Must not be empty. SQLite only.
 	Path string `yaml:"path"`
@@ -101,7 +101,7 @@ type Auth struct {
 	// by top-level navigation from another site, which "strict" would strip
 	// the cookie from. "none" requires an https BaseURL (browsers drop
 	// SameSite=None cookies that are not Secure).
-	CookieSameSite string `yaml:"cookie_same_site"`
+	CookieSameSite SameSite `yaml:"cookie_same_site"`
 	// MinPasswordLength is the shortest password sign-up accepts, in characters.
 	// Default 8. At least 1.
 	MinPasswordLength int `yaml:"min_password_length"`
@@ -297,7 +297,7 @@ type Email struct {
 	// Delivery is "off" (default: the mail endpoints answer 400), "smtp",
 	// "webhook" (POST the message to the application, which mails it) or
 	// "log" (write the message and its link to the log; development only).
-	Delivery string `yaml:"delivery"`
+	Delivery Delivery `yaml:"delivery"`
 	// From is the sender address of SMTP mails, like
 	// "Example <no-reply@example.com>". Required for smtp.
 	From string `yaml:"from"`
@@ -323,7 +323,7 @@ type SMTP struct {
 	// TLS is "starttls" (default; the server must offer it), "implicit"
 	// (TLS from the first byte, port 465) or "none" (only to a loopback
 	// address: mails carry working links).
-	TLS string `yaml:"tls"`
+	TLS SMTPTLS `yaml:"tls"`
 	// CAFile is a PEM bundle of the CAs trusted for the server's
 	// certificate, instead of the system roots (a private relay's CA).
 	// Default empty: the system roots.
@@ -388,10 +388,10 @@ type Health struct {
 type Log struct {
 	// Format is "json" (one object per line, for log collectors) or "text"
 	// (key=value, for people). Default "json".
-	Format string `yaml:"format"`
+	Format LogFormat `yaml:"format"`
 	// Level is the least severe level logged: "debug", "info", "warn" or
 	// "error". Default "info".
-	Level string `yaml:"level"`
+	Level LogLevel `yaml:"level"`
 	// Access writes one info line per request (method, path, class,
 	// status, duration, bytes, user id, reason, request id). Default true;
 	// false leaves only the metrics, for the last bit of throughput.
@@ -418,11 +418,11 @@ type Cache struct {
 // returns fresh slices, so callers may modify the result.
 func Default() Config {
 	return Config{
-		Mode:     "full",
+		Mode:     ModeFull,
 		Listen:   "127.0.0.1:8080",
 		BaseURL:  "http://localhost:8080",
 		Upstream: "http://127.0.0.1:3000",
-		Database: Database{Driver: "sqlite", Path: "authsidecar.db", URLEnv: "DATABASE_URL", MaxConns: 10},
+		Database: Database{Driver: DriverSQLite, Path: "authsidecar.db", URLEnv: "DATABASE_URL", MaxConns: 10},
 		Auth: Auth{
 			SecretEnv:         "AUTH_SECRET",
 			JWTTTL:            Duration(720 * time.Hour),
@@ -430,7 +430,7 @@ func Default() Config {
 			SessionTTL:        Duration(168 * time.Hour),
 			SessionUpdateAge:  Duration(24 * time.Hour),
 			CookieName:        "auth.session_token",
-			CookieSameSite:    "lax",
+			CookieSameSite:    SameSiteLax,
 			MinPasswordLength: 8,
 			MaxPasswordLength: 128,
 			// Empty, not nil: "trusted_origins: []" decodes to an empty
@@ -466,13 +466,13 @@ func Default() Config {
 		},
 		Metrics:  Metrics{Listen: "127.0.0.1:9090"},
 		Health:   Health{ReadyRequiresDatabase: true},
-		Log:      Log{Format: "json", Level: "info", Access: true},
+		Log:      Log{Format: FormatJSON, Level: LevelInfo, Access: true},
 		Shutdown: Shutdown{Grace: Duration(25 * time.Second)},
 		Cache:    Cache{VerifiedTokens: 100000},
 		Email: Email{
-			Delivery:    "off",
+			Delivery:    DeliveryOff,
 			MaxAttempts: 10,
-			SMTP:        SMTP{PasswordEnv: "SMTP_PASSWORD", TLS: "starttls"},
+			SMTP:        SMTP{PasswordEnv: "SMTP_PASSWORD", TLS: TLSStartTLS},
 			Webhook:     Webhook{SecretEnv: "EMAIL_WEBHOOK_SECRET", Timeout: Duration(10 * time.Second)},
 		},
 	}

@@ -17,7 +17,10 @@ import (
 // around it promises (mode, driver), so an example cannot rot into a file
 // that stops start-up.
 func TestDeployConfigs(t *testing.T) {
-	want := map[string]struct{ mode, driver string }{
+	want := map[string]struct {
+		mode   Mode
+		driver Driver
+	}{
 		"systemd/sidecar.yaml":                          {"full", "sqlite"},
 		"kubernetes/authsidecar.yaml authsidecar":       {"full", "sqlite"},
 		"kubernetes/replicas.yaml authsidecar-replicas": {"full", "postgres"},

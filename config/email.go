@@ -23,8 +23,8 @@ const maxMailAttempts = 100
 // way to send mail, so it is checked here too.
 func (p *problems) email(c Config) {
 	e := c.Email
-	p.oneOf("email.delivery", e.Delivery, "off", "smtp", "webhook", "log")
-	if c.Auth.RequireEmailVerification && e.Delivery == "off" {
+	oneOf(p, "email.delivery", e.Delivery, DeliveryOff, DeliverySMTP, DeliveryWebhook, DeliveryLog)
+	if c.Auth.RequireEmailVerification && e.Delivery == DeliveryOff {
 		p.addRelated("auth.require_email_verification", "email.delivery",
 			`needs a way to send the verification mail, and email.delivery is "off": set it to "smtp", "webhook" or "log"`)
 	}
@@ -32,28 +32,28 @@ func (p *problems) email(c Config) {
 		p.addRelated("auth.send_verification_on_signin", "auth.require_email_verification",
 			"only acts when auth.require_email_verification is true (sign-in is refused to unverified users only then)")
 	}
-	if c.Verifier() && e.Delivery != "off" {
+	if c.Verifier() && e.Delivery != DeliveryOff {
 		p.addRelated("email.delivery", "mode", `must be "off" in mode verifier, which serves no /api/auth/*`)
 	}
 	if e.MaxAttempts < 1 || e.MaxAttempts > maxMailAttempts {
 		p.add("email.max_attempts", "must be between 1 and %d, got %d", maxMailAttempts, e.MaxAttempts)
 	}
 	switch e.Delivery {
-	case "smtp":
+	case DeliverySMTP:
 		p.check("email.from", checkFrom(e.From))
-		p.oneOf("email.smtp.tls", e.SMTP.TLS, "starttls", "implicit", "none")
+		oneOf(p, "email.smtp.tls", e.SMTP.TLS, TLSStartTLS, TLSImplicit, TLSNone)
 		if e.SMTP.Addr == "" {
 			p.add("email.smtp.addr", `is required for delivery "smtp": the mail server's host:port, like smtp.example.com:587`)
 		} else if err := checkHostPort(e.SMTP.Addr); err != nil {
 			p.check("email.smtp.addr", err)
-		} else if e.SMTP.TLS == "none" && !isLoopbackHost(e.SMTP.Addr) {
+		} else if e.SMTP.TLS == TLSNone && !isLoopbackHost(e.SMTP.Addr) {
 			p.addRelated("email.smtp.tls", "email.smtp.addr",
 				`"none" is only allowed to a loopback address (mails carry working links): use "starttls" or "implicit" for %s`, e.SMTP.Addr)
 		}
 		if e.SMTP.Username != "" {
 			p.check("email.smtp.password_env", checkEnvName(e.SMTP.PasswordEnv))
 		}
-	case "webhook":
+	case DeliveryWebhook:
 		p.check("email.webhook.secret_env", checkEnvName(e.Webhook.SecretEnv))
 		p.positive("email.webhook.timeout", e.Webhook.Timeout)
 		if e.Webhook.Timeout > Duration(maxWebhookTimeout) {
@@ -69,7 +69,7 @@ func (p *problems) email(c Config) {
 		path string
 		f    TemplateFiles
 	}{{"email.templates.password_reset", e.Templates.PasswordReset}, {"email.templates.email_verification", e.Templates.EmailVerification}} {
-		if (t.f.Subject != "" || t.f.Text != "" || t.f.HTML != "") && e.Delivery == "off" {
+		if (t.f.Subject != "" || t.f.Text != "" || t.f.HTML != "") && e.Delivery == DeliveryOff {
 			p.addRelated(t.path, "email.delivery", `is not used: email.delivery is "off"`)
 		}
 	}
@@ -130,7 +130,7 @@ func isLoopbackHost(hostport string) bool {
 // secret. Empty for other deliveries. Messages never contain the value.
 func (c Config) LoadMailSecret(getenv func(string) string) (Secret, error) {
 	switch c.Email.Delivery {
-	case "smtp":
+	case DeliverySMTP:
 		if c.Email.SMTP.Username == "" {
 			return Secret{}, nil
 		}
@@ -140,7 +140,7 @@ func (c Config) LoadMailSecret(getenv func(string) string) (Secret, error) {
 			return Secret{}, fmt.Errorf("email.smtp.password_env: $%s is not set: export the SMTP password of %s", name, c.Email.SMTP.Username)
 		}
 		return NewSecret(v), nil
-	case "webhook":
+	case DeliveryWebhook:
 		name := c.Email.Webhook.SecretEnv
 		v := getenv(name)
 		if v == "" {

@@ -7,7 +7,7 @@ import (
 )
 
 // Verifier reports whether the sidecar only verifies (mode verifier).
-func (c Config) Verifier() bool { return c.Mode == "verifier" }
+func (c Config) Verifier() bool { return c.Mode == ModeVerifier }
 
 // NeedsSecret reports whether AUTH_SECRET is needed: in full mode it seals
 // the signing keys and signs cookies; a verifier needs it only to read
@@ -53,7 +53,7 @@ func origin(raw string) string {
 // and no message, log line or check output may show it. Drivers other than
 // postgres need no URL and get the zero Secret.
 func (c Config) LoadDatabaseURL(getenv func(string) string) (Secret, error) {
-	if c.Database.Driver != "postgres" {
+	if c.Database.Driver != DriverPostgres {
 		return Secret{}, nil
 	}
 	name := c.Database.URLEnv

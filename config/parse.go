@@ -153,7 +153,7 @@ func (c *Config) modeDefaults(has func(path string) bool) {
 		return
 	}
 	if !has("database.driver") {
-		c.Database.Driver = "none"
+		c.Database.Driver = DriverNone
 	}
 	if !has("routes.cookie_only") {
 		c.Routes.CookieOnly = []string{}
@@ -172,12 +172,13 @@ func driverKeys(c Config, has func(path string) bool) error {
 	def := Default().Database
 	var p problems
 	for _, k := range []struct {
-		path, driver string
-		changed      bool
+		path    string
+		driver  Driver
+		changed bool
 	}{
-		{"database.path", "sqlite", c.Database.Path != def.Path},
-		{"database.url_env", "postgres", c.Database.URLEnv != def.URLEnv},
-		{"database.max_conns", "postgres", c.Database.MaxConns != def.MaxConns},
+		{"database.path", DriverSQLite, c.Database.Path != def.Path},
+		{"database.url_env", DriverPostgres, c.Database.URLEnv != def.URLEnv},
+		{"database.max_conns", DriverPostgres, c.Database.MaxConns != def.MaxConns},
 	} {
 		if k.changed && has(k.path) && c.Database.Driver != k.driver {
 			p.addRelated(k.path, "database.driver", "is only for database.driver %q, and the driver is %q", k.driver, c.Database.Driver)

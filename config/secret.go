@@ -133,7 +133,7 @@ func isRepeated(v string) bool {
 func SecretHint(data []byte) (env string, needed bool) {
 	def := Default()
 	f := struct {
-		Mode string `yaml:"mode"`
+		Mode Mode `yaml:"mode"`
 		Auth struct {
 			SecretEnv *string `yaml:"secret_env"`
 		} `yaml:"auth"`

@@ -42,7 +42,7 @@ func (p *problems) check(path string, err error) {
 // it, so a Config built in code validates the same as one read from a file.
 func (c Config) Validate() error {
 	var p problems
-	p.oneOf("mode", c.Mode, "full", "verifier")
+	oneOf(&p, "mode", c.Mode, ModeFull, ModeVerifier)
 	p.check("listen", checkListen(c.Listen))
 	p.check("base_url", checkHTTPURL(c.BaseURL))
 	p.check("upstream", checkHTTPURL(c.Upstream))
@@ -59,8 +59,8 @@ func (c Config) Validate() error {
 	if c.Metrics.Listen == c.Listen && checkListen(c.Listen) == nil && !strings.HasSuffix(c.Listen, ":0") {
 		p.addRelated("metrics.listen", "listen", "must differ from listen (both are %q)", c.Listen)
 	}
-	p.oneOf("log.format", c.Log.Format, "json", "text")
-	p.oneOf("log.level", c.Log.Level, "debug", "info", "warn", "error")
+	oneOf(&p, "log.format", c.Log.Format, FormatJSON, FormatText)
+	oneOf(&p, "log.level", c.Log.Level, LevelDebug, LevelInfo, LevelWarn, LevelError)
 	p.positive("shutdown.grace", c.Shutdown.Grace)
 	if c.Cache.VerifiedTokens < 0 {
 		p.add("cache.verified_tokens", "must not be negative (0 disables the cache), got %d", c.Cache.VerifiedTokens)
@@ -68,22 +68,22 @@ func (c Config) Validate() error {
 	return errors.Join(p...)
 }
 
-func (p *problems) database(d Database, mode string) {
+func (p *problems) database(d Database, mode Mode) {
 	switch d.Driver {
-	case "sqlite":
-		if mode == "verifier" {
+	case DriverSQLite:
+		if mode == ModeVerifier {
 			p.addRelated("database.driver", "mode", `"sqlite" cannot be shared with the issuers a verifier trusts: want "none" or "postgres"`)
 		}
 		if d.Path == "" {
 			p.add("database.path", "must not be empty")
 		}
-	case "postgres":
+	case DriverPostgres:
 		p.check("database.url_env", checkEnvName(d.URLEnv))
 		if d.MaxConns < 1 || d.MaxConns > maxConns {
 			p.add("database.max_conns", "must be between 1 and %d, got %d", maxConns, d.MaxConns)
 		}
-	case "none":
-		if mode != "verifier" {
+	case DriverNone:
+		if mode != ModeVerifier {
 			p.addRelated("database.driver", "mode", `"none" is only for mode verifier: a full sidecar stores users, sessions and keys`)
 		}
 	default:
@@ -95,12 +95,12 @@ func (p *problems) database(d Database, mode string) {
 // exhaust any server's max_connections.
 const maxConns = 1000
 
-func (p *problems) keys(k Keys, mode string) {
+func (p *problems) keys(k Keys, mode Mode) {
 	p.positive("keys.max_age", k.MaxAge)
 	p.positive("keys.cooldown", k.Cooldown)
 	p.positive("keys.stale_if_error", k.StaleIfError)
 	switch {
-	case mode == "verifier":
+	case mode == ModeVerifier:
 		if k.JWKSURL == "" {
 			p.addRelated("keys.jwks_url", "mode", "is required in mode verifier: the issuer's /api/auth/jwks, like https://auth.example.com/api/auth/jwks")
 		} else {
@@ -117,7 +117,7 @@ func (p *problems) keys(k Keys, mode string) {
 // withoutDatabase refuses routes that need a database when there is none:
 // a cookie session and a user_role row can only be read from one.
 func (p *problems) withoutDatabase(c Config) {
-	if c.Database.Driver != "none" || !c.Verifier() {
+	if c.Database.Driver != DriverNone || !c.Verifier() {
 		return // full mode refuses "none" itself
 	}
 	if len(c.Routes.CookieOnly) > 0 {
@@ -142,8 +142,8 @@ func (p *problems) auth(a Auth, secure bool) {
 			"must be shorter than auth.session_ttl (%s), got %s; otherwise sessions expire before they are extended", a.SessionTTL, a.SessionUpdateAge)
 	}
 	p.check("auth.cookie_name", checkCookieName(a.CookieName))
-	p.oneOf("auth.cookie_same_site", a.CookieSameSite, "lax", "strict", "none")
-	if a.CookieSameSite == "none" && !secure {
+	oneOf(p, "auth.cookie_same_site", a.CookieSameSite, SameSiteLax, SameSiteStrict, SameSiteNone)
+	if a.CookieSameSite == SameSiteNone && !secure {
 		p.addRelated("auth.cookie_same_site", "base_url", `"none" requires an https base_url: browsers drop SameSite=None cookies that are not Secure`)
 	}
 	switch {
@@ -256,13 +256,15 @@ func (p *problems) notNegative(path string, d Duration) {
 	}
 }
 
-func (p *problems) oneOf(path, v string, allowed ...string) {
-	for _, a := range allowed {
+func oneOf[T ~string](p *problems, path string, v T, allowed ...T) {
+	names := make([]string, len(allowed))
+	for i, a := range allowed {
 		if v == a {
 			return
 		}
+		names[i] = string(a)
 	}
-	p.add(path, "must be %s, got %q", quoteAlternatives(allowed), v)
+	p.add(path, "must be %s, got %q", quoteAlternatives(names), v)
 }
 
 // list checks every entry of a list and reports duplicates, which are always

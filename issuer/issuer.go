@@ -92,27 +92,41 @@ type Limits struct {
 }
 
 // Issuer serves /api/auth/*. Create it with New.
+//
+// Reload copies an Issuer: the fields in the first group are shared by
+// every copy (one store, one key ring, one cookie codec, one set of
+// metrics, one recovery intake), so a reload costs no query and no hash;
+// the second group is what apply rebuilds from ReloadOptions, so each copy
+// has its own.
 type Issuer struct {
-	store      Store
-	origin     string
-	jwtIssuer  string
-	sessions   *SessionReader
-	jwtTTL     time.Duration
+	// Shared by every Reload copy; set once by New.
+	store     Store
+	origin    string
+	jwtIssuer string
+	sessions  *SessionReader
+	jwtTTL    time.Duration
+	// sessionTTL and updateAge are a session's life and how often its
+	// expiry moves; minPw and maxPw bound a new password.
 	sessionTTL time.Duration
 	updateAge  time.Duration
 	minPw      int
 	maxPw      int
-	bodyBytes  int64
-	trusted    map[string]bool
-	csrf       *http.CrossOriginProtection
 	cookies    cookies
-	hasher     *hasher
 	keys       *keyring
 	log        *slog.Logger
 	now        func() time.Time
 	dummyHash  string
-	routes     map[string]map[string]handlerFunc
 	metrics    *metrics
+	rec        *recovery
+
+	// Rebuilt by apply (New and each Reload): the limits, the origins
+	// trusted, the client IP and the routes that close over them. hasher
+	// is shared until PasswordHashConcurrency changes.
+	bodyBytes  int64
+	trusted    map[string]bool
+	csrf       *http.CrossOriginProtection
+	hasher     *hasher
+	routes     map[string]map[string]handlerFunc
 	clientIP   func(*http.Request) string
 	signInIP   *limiter
 	signInMail *sharedLimiter
@@ -120,7 +134,6 @@ type Issuer struct {
 	mailIP     *limiter
 	mailAddr   *sharedLimiter
 	tokenIP    *limiter
-	rec        *recovery
 }
 
 type handlerFunc func(w http.ResponseWriter, r *http.Request) *apiError

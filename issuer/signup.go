@@ -4,11 +4,12 @@ import (
 	"context"
 	"errors"
 
-	"github.com/authsidecar/authsidecar/mail"
 	"net"
 	"net/http"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/authsidecar/authsidecar/mail"
 )
 
 const maxNameBytes = 256 // keeps every user's JWT well under 4 KiB
@@ -143,39 +144,6 @@ func (iss *Issuer) checkPasswordLength(pw string) *apiError {
 		return errPasswordTooLong
 	}
 	return nil
-}
-
-// newSession makes (but does not store) a session for userID.
-func (iss *Issuer) newSession(r *http.Request, userID string, remember bool) (Session, error) {
-	now := iss.now().UTC().Truncate(timeUnit)
-	id, err := newID()
-	if err != nil {
-		return Session{}, err
-	}
-	token, err := newID()
-	if err != nil {
-		return Session{}, err
-	}
-	ttl := iss.sessionTTL
-	if !remember && ttl > shortSessionTTL {
-		ttl = shortSessionTTL
-	}
-	return Session{
-		ID: id, Token: token, UserID: userID,
-		ExpiresAt: now.Add(ttl), CreatedAt: now, UpdatedAt: now,
-		IPAddress: iss.clientIP(r), UserAgent: truncate(r.UserAgent(), 512),
-		Remember: remember,
-	}, nil
-}
-
-// setSessionCookie writes the cookie for s: persistent unless the user
-// asked not to be remembered.
-func (iss *Issuer) setSessionCookie(w http.ResponseWriter, s Session) {
-	maxAge := s.ExpiresAt.Sub(s.UpdatedAt) // set when the expiry was last moved
-	if !s.Remember {
-		maxAge = 0
-	}
-	iss.cookies.set(w, s.Token, maxAge)
 }
 
 // peerIP is the TCP peer's address: without trusted proxies configured,

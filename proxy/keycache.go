@@ -1,5 +1,27 @@
 package proxy
 
+// The key cache's state machine. The published key set (one atomic
+// pointer) is always in one of these states, judged at lookup time:
+//
+//	empty    no read has succeeded: not usable; lookups answer
+//	         ErrKeysUnavailable (503), the retry loop owns the source.
+//	fresh    read less than MaxAge ago: usable; lookups read nothing.
+//	aged     read more than MaxAge ago: usable; the next lookup starts one
+//	         background read (at most one per Cooldown).
+//	failing  the last read failed: usable until StaleIfError after the
+//	         last good read; the retry loop reads with backoff.
+//	stale    failing for longer than StaleIfError: not usable (503) until
+//	         a read succeeds.
+//
+// Transitions: a successful read (any trigger) makes the set fresh; a
+// failed one keeps the keys and makes it failing; time alone moves fresh
+// to aged and failing to stale. Who may read: Load (boot), a lookup of an
+// unknown kid (at most once per Cooldown, shared by every waiter), a
+// lookup of an aged set (in the background), the retry loop, and Prime (a
+// cache not yet in service). Add (the issuer's new key) changes the keys
+// but not the state. Close stops the background reads; the set stays as
+// it is. Every read goes through read and publishLocked, one path.
+
 import (
 	"context"
 	"crypto/ed25519"
@@ -214,26 +236,38 @@ func (c *KeyCache) Load(ctx context.Context) error {
 // the cache's boot read. The read is bounded by ReadTimeout. Close the
 // cache when it is not put in service.
 func (c *KeyCache) Prime(ctx context.Context) error {
-	rctx, cancel := context.WithTimeout(context.WithValue(ctx, infoKey{}, &RequestInfo{Class: ClassKeyset}), c.o.ReadTimeout)
-	keys, err := c.o.Source.PublicKeys(rctx)
-	cancel()
+	keys, err := c.read(ctx)
 	if err != nil {
 		return fmt.Errorf("read keys: %w", err)
 	}
 	if len(keys) == 0 {
 		return errors.New("read keys: the source has no keys")
 	}
-	next := &keySet{keys: make(map[string]ed25519.PublicKey, len(keys)), loadedAt: c.o.Now(), loaded: true}
-	for _, k := range keys {
-		next.keys[k.KID] = k.Public
-	}
 	c.mu.Lock()
-	c.lastRead = next.loadedAt
-	c.set.Store(next)
-	c.failing.Store(false)
-	c.observe(TriggerBoot, "ok")
+	c.lastRead = c.o.Now()
+	c.publishLocked(keys, TriggerBoot)
 	c.mu.Unlock()
 	return nil
+}
+
+// read asks the source once, bounded by ReadTimeout. It is counted as the
+// key set's work, not the request's (class keyset).
+func (c *KeyCache) read(ctx context.Context) ([]Key, error) {
+	rctx, cancel := context.WithTimeout(context.WithValue(ctx, infoKey{}, &RequestInfo{Class: ClassKeyset}), c.o.ReadTimeout)
+	defer cancel()
+	return c.o.Source.PublicKeys(rctx)
+}
+
+// publishLocked makes keys, with those Added while the read ran, the key
+// set: fresh from now. c.mu must be held.
+func (c *KeyCache) publishLocked(keys []Key, trigger string) {
+	next := &keySet{keys: make(map[string]ed25519.PublicKey, len(keys)+len(c.addedDuring)), loadedAt: c.o.Now(), loaded: true}
+	for _, k := range append(keys, c.addedDuring...) {
+		next.keys[k.KID] = k.Public
+	}
+	c.set.Store(next)
+	c.failing.Store(false)
+	c.observe(trigger, "ok")
 }
 
 // Close stops the background reads (retries and max-age refreshes) and
@@ -417,10 +451,7 @@ func (c *KeyCache) refresh(ctx context.Context, trigger string) error {
 	c.lastRead = c.o.Now()
 	c.mu.Unlock()
 
-	// It is counted as the key set's work, not the request's (class keyset).
-	rctx, cancel := context.WithTimeout(context.WithValue(ctx, infoKey{}, &RequestInfo{Class: ClassKeyset}), c.o.ReadTimeout)
-	keys, err := c.o.Source.PublicKeys(rctx)
-	cancel()
+	keys, err := c.read(ctx)
 
 	c.mu.Lock()
 	defer func() {
@@ -439,13 +470,7 @@ func (c *KeyCache) refresh(ctx context.Context, trigger string) error {
 			"trigger", trigger, "keys", len(c.set.Load().keys), "usable", c.usable(c.set.Load()), "error", err.Error())
 		return fmt.Errorf("refresh keys: %w", err)
 	}
-	next := &keySet{keys: make(map[string]ed25519.PublicKey, len(keys)), loadedAt: c.o.Now(), loaded: true}
-	for _, k := range append(keys, c.addedDuring...) {
-		next.keys[k.KID] = k.Public
-	}
-	c.set.Store(next)
-	c.failing.Store(false)
-	c.observe(trigger, "ok")
+	c.publishLocked(keys, trigger)
 	c.o.Logger.Debug("key set refreshed", "trigger", trigger, "keys", len(keys))
 	return nil
 }

@@ -29,6 +29,25 @@ import (
 // wsCloseWait after exp at the latest, both connections are closed: a peer
 // that never finishes its frame or never answers cannot keep the tunnel
 // open.
+//
+// The state machine. The tunnel as a whole:
+//
+//	open     before the deadline: every byte passes, each direction's
+//	         frame tracker follows where the current frame ends.
+//	closing  from the deadline (expire): each direction finishes the frame
+//	         in flight, sends its close frame, then drops what follows.
+//	closed   both connections closed (closeBoth): both handshakes are over
+//	         (check), wsCloseWait passed (the bound timer), or ReverseProxy
+//	         closed a side after the deadline (stop).
+//
+// Each direction (wsDir) while closing: waiting for a frame boundary ->
+// sent (our close, or the sender's own close, went out, or writing
+// failed) -> over (sent, and the sender answered with its close or hung
+// up: srcDone). Who moves them: the deadline timer (expire), the copy
+// loops' writes (forward, at a boundary) and reads (ended, at EOF),
+// ReverseProxy's close (stop), and the bound timer (closeBoth). stop
+// before the deadline ends the tunnel with no close frame at all: the
+// peers ended it themselves.
 
 // CloseReasonTokenExpired is RequestInfo.CloseReason (and the access log's
 // close_reason) of a tunnel the proxy closed because its token expired.

@@ -16,8 +16,8 @@ func TestSidecarConfigs(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
 		c          sidecarConfig
-		mode       string
-		driver     string
+		mode       config.Mode
+		driver     config.Driver
 		needSecret bool
 	}{
 		{"full on sqlite", sidecarConfig{db: "/tmp/x.db", access: true}, "full", "sqlite", true},

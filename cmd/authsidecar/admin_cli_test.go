@@ -69,7 +69,7 @@ func echoUpstream(t *testing.T) *httptest.Server {
 
 // signUp creates a user on the running sidecar and returns its session
 // cookie ("name=value") and a JWT from get-session.
-func signUp(t *testing.T, s *sidecar, email, password string) (cookie, jwt string) {
+func signUp(t *testing.T, s *instance, email, password string) (cookie, jwt string) {
 	t.Helper()
 	res, body := s.do(t, "POST", "/api/auth/sign-up/email", fmt.Sprintf(`{"name":"N","email":%q,"password":%q}`, email, password))
 	if res.StatusCode != 200 || len(res.Cookies()) != 1 {
@@ -79,7 +79,7 @@ func signUp(t *testing.T, s *sidecar, email, password string) (cookie, jwt strin
 	return cookie, getJWT(t, s, cookie)
 }
 
-func getJWT(t *testing.T, s *sidecar, cookie string) string {
+func getJWT(t *testing.T, s *instance, cookie string) string {
 	t.Helper()
 	res, body := s.do(t, "GET", "/api/auth/get-session", "", "Cookie", cookie)
 	jwt := res.Header.Get("Set-Auth-Jwt")
@@ -101,7 +101,7 @@ func kidOf(t *testing.T, jwt string) string {
 }
 
 // status is the status of an authenticated GET on the running sidecar.
-func status(t *testing.T, s *sidecar, path, jwt string) int {
+func status(t *testing.T, s *instance, path, jwt string) int {
 	t.Helper()
 	res, _ := s.do(t, "GET", path, "", "Authorization", "Bearer "+jwt)
 	return res.StatusCode
@@ -130,8 +130,8 @@ func TestAdminGrammar(t *testing.T) {
 		{"set-password with two", []string{"users", "set-password", "a@example.com", "pw"}, "users set-password takes EMAIL, got 2"},
 		{"backup without FILE", []string{"db", "backup"}, "db backup takes FILE, got 0"},
 		{"backup to stdout", []string{"db", "backup", "-"}, "not stdout"},
-		{"flag after positional", []string{"roles", "grant", "ann@example.com", "admin", "-config", "x.yaml"}, "flag -config after a positional argument"},
-		{"flag after EMAIL", []string{"users", "delete", "ann@example.com", "-config=x.yaml"}, "after a positional argument"},
+		{"unknown flag after EMAIL", []string{"users", "delete", "ann@example.com", "-nope"}, "flag provided but not defined"},
+		{"three arguments around a flag", []string{"roles", "grant", "ann@example.com", "-config", "x.yaml", "admin", "ops"}, "got 3 arguments"},
 		{"unknown flag", []string{"keys", "list", "-nope"}, "flag provided but not defined"},
 		{"role with capitals", []string{"roles", "grant", "ann@example.com", "Admin"}, "role Admin: want [a-z0-9_-]+"},
 		{"role with a space", []string{"roles", "revoke", "ann@example.com", "a b"}, "want [a-z0-9_-]+"},

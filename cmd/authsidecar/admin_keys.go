@@ -9,6 +9,7 @@ import (
 
 	"github.com/authsidecar/authsidecar/config"
 	"github.com/authsidecar/authsidecar/issuer"
+	"github.com/authsidecar/authsidecar/sidecar"
 )
 
 // cmdKeysList prints every stored key and what the current secret makes of it.
@@ -78,7 +79,7 @@ func cmdKeysRotate(ctx context.Context, e *cliEnv, _ []string) error {
 	for _, k := range before {
 		canSign = canSign || k.Usable && (k.ExpiresAt.IsZero() || now.Before(k.ExpiresAt))
 	}
-	opts := issuerOptions(a.cfg, a.secret, a.db, newLogger(config.Log{Level: "warn", Format: a.cfg.Log.Format}, e.stderr))
+	opts := sidecar.IssuerOptions(a.cfg, a.secret, a.db, sidecar.NewLogger(config.Log{Level: config.LevelWarn, Format: a.cfg.Log.Format}, e.stderr))
 	iss, err := issuer.New(ctx, opts)
 	if err != nil {
 		return err
@@ -130,7 +131,7 @@ func cmdKeysRotate(ctx context.Context, e *cliEnv, _ []string) error {
 func inspectKeys(ctx context.Context, a *adminEnv) ([]issuer.KeyInfo, error) {
 	// Problems are reported in the listing; the issuer's log line would
 	// only repeat them.
-	keys, err := issuer.InspectKeys(ctx, a.db, a.secret.Bytes(), a.cfg.Auth.JWTTTL.D(), nil, newLogger(config.Log{Level: "error"}, io.Discard))
+	keys, err := issuer.InspectKeys(ctx, a.db, a.secret.Bytes(), a.cfg.Auth.JWTTTL.D(), nil, sidecar.NewLogger(config.Log{Level: "error"}, io.Discard))
 	if err != nil {
 		return nil, fmt.Errorf("keys: %w", err)
 	}

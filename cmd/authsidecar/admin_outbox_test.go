@@ -48,7 +48,7 @@ email: { delivery: webhook, max_attempts: 1, webhook: { url: %q } }
 `, up.URL, dir+"/auth.db", hook.URL))
 	secret := "whsec_" + "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 	p := startBinary(t, cfgPath, port, "AUTH_SECRET="+e2eSecret, "EMAIL_WEBHOOK_SECRET="+secret)
-	signUp(t, p.sidecar, "ann@example.com", "correct-horse-battery")
+	signUp(t, p.instance, "ann@example.com", "correct-horse-battery")
 	res, body := p.do(t, "POST", "/api/auth/request-password-reset", `{"email":"ann@example.com"}`)
 	if res.StatusCode != 200 {
 		t.Fatalf("request-password-reset: %d %s", res.StatusCode, body)

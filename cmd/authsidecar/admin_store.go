@@ -14,6 +14,7 @@ import (
 
 	"github.com/authsidecar/authsidecar/config"
 	"github.com/authsidecar/authsidecar/issuer"
+	"github.com/authsidecar/authsidecar/sidecar"
 	"github.com/authsidecar/authsidecar/sqlstore"
 )
 
@@ -49,14 +50,14 @@ func openAdminDB(ctx context.Context, e *cliEnv, withSecret, create bool) (*admi
 		return nil, err
 	}
 	switch a.cfg.Database.Driver {
-	case "none":
+	case config.DriverNone:
 		return nil, fmt.Errorf("%s has no database (database.driver none): run admin commands with a config of the issuers' database", e.configPath)
-	case "sqlite":
+	case config.DriverSQLite:
 		if _, err := os.Stat(a.cfg.Database.Path); errors.Is(err, fs.ErrNotExist) && !create {
 			return nil, fmt.Errorf("database %s does not exist (serve creates it): is -config %s the right file?", a.cfg.Database.Path, e.configPath)
 		}
 	}
-	if a.db, err = openStore(ctx, a.cfg, e.getenv); err != nil {
+	if a.db, err = sidecar.OpenStore(ctx, a.cfg, e.getenv); err != nil {
 		return nil, err
 	}
 	return a, nil

@@ -44,6 +44,7 @@ import (
 	"github.com/chromedp/cdproto/input"
 	"github.com/chromedp/chromedp"
 
+	"github.com/authsidecar/authsidecar/sidecar"
 	"github.com/authsidecar/authsidecar/webclient"
 )
 
@@ -751,8 +752,8 @@ func compactPNG(b []byte) ([]byte, error) {
 }
 
 // settledLog returns the sidecar's log once every line written so far has
-// been flushed (the log is written in batches every flushEvery).
-func settledLog(s *sidecar) string {
-	time.Sleep(3 * flushEvery)
+// been flushed (the log is written in batches every sidecar.LogFlushInterval).
+func settledLog(s *instance) string {
+	time.Sleep(3 * sidecar.LogFlushInterval)
 	return s.stderr.String()
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/authsidecar/authsidecar/internal/errlist"
 	"github.com/authsidecar/authsidecar/issuer"
 	"github.com/authsidecar/authsidecar/jwks"
+	"github.com/authsidecar/authsidecar/sidecar"
 	"github.com/authsidecar/authsidecar/sqlstore"
 )
 
@@ -78,7 +79,7 @@ func checkSecret(r *checkReport, cfg config.Config, getenv func(string) string) 
 // checkMail builds the mail delivery as serve would, without sending: the
 // secret it needs, its options and every template (executed once).
 func checkMail(r *checkReport, cfg config.Config, getenv func(string) string) {
-	if cfg.Email.Delivery == "off" {
+	if cfg.Email.Delivery == config.DeliveryOff {
 		return
 	}
 	ms, err := cfg.LoadMailSecret(getenv)
@@ -86,11 +87,11 @@ func checkMail(r *checkReport, cfg config.Config, getenv func(string) string) {
 		r.fail(err)
 		return
 	}
-	if _, err := newSender(cfg, ms, newLogger(config.Log{Level: "error"}, io.Discard)); err != nil {
+	if _, err := sidecar.NewSender(cfg, ms, sidecar.NewLogger(config.Log{Level: "error"}, io.Discard)); err != nil {
 		r.fail(err)
 		return
 	}
-	if _, err := mailTemplates(cfg); err != nil {
+	if _, err := sidecar.MailTemplates(cfg); err != nil {
 		r.fail(err)
 		return
 	}
@@ -103,10 +104,10 @@ func checkMail(r *checkReport, cfg config.Config, getenv func(string) string) {
 func checkDatabase(ctx context.Context, r *checkReport, cfg config.Config, getenv func(string) string) (in sqlstore.Inspection, ok bool) {
 	var err error
 	switch cfg.Database.Driver {
-	case "none":
+	case config.DriverNone:
 		r.ok("no database (verifier mode)")
 		return in, true
-	case "postgres":
+	case config.DriverPostgres:
 		url, uerr := cfg.LoadDatabaseURL(getenv)
 		if uerr != nil {
 			r.fail(uerr)
@@ -125,7 +126,7 @@ func checkDatabase(ctx context.Context, r *checkReport, cfg config.Config, geten
 		return in, in.Keys != nil
 	}
 	switch {
-	case !in.Exists && cfg.Database.Driver == "sqlite":
+	case !in.Exists && cfg.Database.Driver == config.DriverSQLite:
 		r.ok("database %s does not exist yet: serve creates it", in.Where)
 	case !in.Exists:
 		r.ok("database %s has no authsidecar tables yet: serve creates them", in.Where)
@@ -139,7 +140,7 @@ func checkDatabase(ctx context.Context, r *checkReport, cfg config.Config, geten
 
 // checkKeys decrypts the stored keys with the secret.
 func checkKeys(r *checkReport, cfg config.Config, secret config.Secret, recs []issuer.KeyRecord) {
-	keys := issuer.InspectKeyRecords(recs, secret.Bytes(), cfg.Auth.JWTTTL.D(), nil, newLogger(config.Log{Level: "error"}, io.Discard))
+	keys := issuer.InspectKeyRecords(recs, secret.Bytes(), cfg.Auth.JWTTTL.D(), nil, sidecar.NewLogger(config.Log{Level: "error"}, io.Discard))
 	usable := 0
 	for _, k := range keys {
 		if k.Usable {
@@ -157,7 +158,7 @@ func checkKeys(r *checkReport, cfg config.Config, secret config.Secret, recs []i
 // checkJWKS fetches a verifier's JWKS once and reports the keys it would
 // verify with.
 func checkJWKS(ctx context.Context, r *checkReport, cfg config.Config) {
-	f, err := jwks.New(jwks.Options{URL: cfg.Keys.JWKSURL, CAFile: cfg.Keys.JWKSCAFile, Logger: newLogger(config.Log{Level: "error"}, io.Discard)})
+	f, err := jwks.New(jwks.Options{URL: cfg.Keys.JWKSURL, CAFile: cfg.Keys.JWKSCAFile, Logger: sidecar.NewLogger(config.Log{Level: "error"}, io.Discard)})
 	if err != nil {
 		// Validate checked the URL, so what fails here is the CA file.
 		field := "keys.jwks_url"

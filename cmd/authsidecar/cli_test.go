@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/authsidecar/authsidecar/sqlstore"
 )
 
 func TestCLIGrammar(t *testing.T) {
@@ -85,5 +87,33 @@ func TestCheck(t *testing.T) {
 	err = run(context.Background(), []string{"check", "-config", bad}, func(string) string { return e2eSecret }, strings.NewReader(""), &outBuf, &bytes.Buffer{})
 	if err == nil || !strings.Contains(err.Error(), "bad.yaml:3") {
 		t.Errorf("bad config: got %v, want the file and line 3", err)
+	}
+}
+
+// TestFlagsAnywhere: flags may follow the positional arguments, as users
+// expect ("roles grant EMAIL ROLE -config FILE"), and "--" ends the flags.
+func TestFlagsAnywhere(t *testing.T) {
+	dir := t.TempDir()
+	cfgPath, _ := writeConfig(t, dir, "")
+	db, err := sqlstore.OpenSQLite(context.Background(), filepath.Join(dir, "auth.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	for _, tt := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"-config after EMAIL ROLE", []string{"roles", "grant", "ann@example.com", "admin", "-config", cfgPath}, "no user with email ann@example.com"},
+		{"-config=FILE between them", []string{"roles", "grant", "ann@example.com", "-config=" + cfgPath, "admin"}, "no user with email ann@example.com"},
+		{"-- ends the flags", []string{"roles", "grant", "-config", cfgPath, "--", "-x@example.com", "admin"}, "no user with email -x@example.com"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			err := run(context.Background(), tt.args, func(string) string { return "" }, strings.NewReader(""), &bytes.Buffer{}, &bytes.Buffer{})
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("got %v, want an error containing %q", err, tt.want)
+			}
+		})
 	}
 }

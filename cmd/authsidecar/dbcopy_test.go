@@ -17,8 +17,8 @@ func TestDBCopySQLiteToPostgres(t *testing.T) {
 	up := echoUpstream(t)
 	sqliteCfg, port := writeConfigFile(t, dir, "sqlite.yaml", fmt.Sprintf("base_url: \"http://app.example.test\"\nupstream: %q\ndatabase: { driver: sqlite, path: %q }\n", up.URL, filepath.Join(dir, "old.db")))
 	old := startBinary(t, sqliteCfg, port, "AUTH_SECRET="+e2eSecret)
-	cookie, jwt := signUp(t, old.sidecar, "ann@example.com", "correct-horse-battery")
-	signUp(t, old.sidecar, "bob@example.com", "battery-staple-horse")
+	cookie, jwt := signUp(t, old.instance, "ann@example.com", "correct-horse-battery")
+	signUp(t, old.instance, "bob@example.com", "battery-staple-horse")
 	env := map[string]string{"AUTH_SECRET": e2eSecret}
 	cliWithEnv(t, env, argv(sqliteCfg, "roles grant", "ann@example.com", "admin")...)
 	if err := old.stop(); err != nil {
@@ -44,7 +44,7 @@ func TestDBCopySQLiteToPostgres(t *testing.T) {
 		t.Errorf("second db copy: got %v, want a refusal of the non-empty target", err)
 	}
 
-	s := startBinary(t, pgCfg, pgPort, pgEnv(url)...).sidecar
+	s := startBinary(t, pgCfg, pgPort, pgEnv(url)...).instance
 	if got := status(t, s, "/api/tasks", jwt); got != 200 {
 		t.Errorf("JWT issued before the copy: got %d, want 200", got)
 	}

@@ -4,28 +4,35 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
-	"encoding/json"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"time"
 
 	"github.com/authsidecar/authsidecar/config"
+	"github.com/authsidecar/authsidecar/sidecar"
 	"github.com/authsidecar/authsidecar/webclient"
 )
 
 // cmdDemo runs the sidecar for a newcomer: a temporary database, a
 // generated development secret, and a built-in echo upstream that shows
 // what it received (X-User-Id included). It prints the whole flow as
-// ready-to-paste curl commands.
+// ready-to-paste curl commands. With -config, the demo starts from that
+// file (its listen, metrics.listen, routes, limits, ...) and replaces only
+// what a demo must own: mode, database, upstream, mail and base_url.
 func cmdDemo(ctx context.Context, e *cliEnv, args []string) error {
 	if err := noArgs("demo", args); err != nil {
 		return err
+	}
+	cfg := config.Default()
+	if e.configSet {
+		var err error
+		if cfg, err = config.Load(e.configPath); err != nil {
+			return err
+		}
 	}
 	dir, err := os.MkdirTemp("", "authsidecar-demo-")
 	if err != nil {
@@ -41,42 +48,69 @@ func cmdDemo(ctx context.Context, e *cliEnv, args []string) error {
 	go upstream.Serve(upLn)
 	defer upstream.Close()
 
-	// 8080 when free, else any port: the demo must start.
-	ln, err := net.Listen("tcp", "127.0.0.1:8080")
+	ln, metricsAddr, err := demoListeners(cfg, e.configSet)
 	if err != nil {
-		if ln, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
-			return fmt.Errorf("demo listen: %w", err)
-		}
+		return err
 	}
-	metricsLn, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return fmt.Errorf("demo metrics: %w", err)
-	}
-	metricsAddr := metricsLn.Addr().String()
-	metricsLn.Close()
-
-	cfg := config.Default()
+	cfg.Mode = config.ModeFull
 	cfg.Listen = ln.Addr().String()
 	cfg.BaseURL = "http://" + cfg.Listen
 	cfg.Upstream = "http://" + upLn.Addr().String()
+	cfg.Database = config.Default().Database
 	cfg.Database.Path = filepath.Join(dir, "demo.db")
+	cfg.Keys.JWKSURL, cfg.Keys.JWKSCAFile = "", ""
 	cfg.Metrics.Listen = metricsAddr
-	cfg.Log.Format = "text"
+	if !e.configSet {
+		cfg.Log.Format = config.FormatText
+	}
 	// Reset and verification mails go to the log, links and all: the
 	// demo page's "forgot password" is followed from there.
-	cfg.Email.Delivery = "log"
+	cfg.Email = config.Default().Email
+	cfg.Email.Delivery = config.DeliveryLog
 	if err := cfg.Validate(); err != nil {
+		ln.Close()
 		return fmt.Errorf("demo config: %w", err)
 	}
 	var raw [32]byte
 	rand.Read(raw[:])
 	secret := config.NewSecret("demo-only-" + base64.RawURLEncoding.EncodeToString(raw[:]))
 
-	out := newBufferedLog(e.stderr)
-	defer out.Close()
-	return serve(ctx, cfg, secret, e.getenv, newLogs(cfg.Log, out), ln, serveHooks{onReady: func() {
-		fmt.Fprint(e.stdout, demoText(cfg.BaseURL, metricsAddr, cfg.Database.Path))
-	}})
+	s, err := sidecar.New(ctx, sidecar.Options{
+		Config: cfg, Secret: secret, Getenv: e.getenv, Log: e.stderr, Listener: ln,
+		OnReady: func() { fmt.Fprint(e.stdout, demoText(cfg.BaseURL, metricsAddr, cfg.Database.Path)) },
+	})
+	if err != nil {
+		return err
+	}
+	return s.Run(ctx)
+}
+
+// demoListeners binds the demo's public listener and picks its admin
+// address. Without a config file: 127.0.0.1:8080 when free, else any port
+// (the demo must start), and any port for the admin listener. With one:
+// exactly the file's listen and metrics.listen.
+func demoListeners(cfg config.Config, fromFile bool) (net.Listener, string, error) {
+	if fromFile {
+		ln, err := net.Listen("tcp", cfg.Listen)
+		if err != nil {
+			return nil, "", fmt.Errorf("demo listen %s: %w", cfg.Listen, err)
+		}
+		return ln, cfg.Metrics.Listen, nil
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:8080")
+	if err != nil {
+		if ln, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
+			return nil, "", fmt.Errorf("demo listen: %w", err)
+		}
+	}
+	metricsLn, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		ln.Close()
+		return nil, "", fmt.Errorf("demo metrics: %w", err)
+	}
+	addr := metricsLn.Addr().String()
+	metricsLn.Close()
+	return ln, addr, nil
 }
 
 func demoText(base, metrics, db string) string {
@@ -119,42 +153,4 @@ Press Ctrl-C to stop.
 // demoUpstream is the demo's app: the demo page at GET / (served through
 // the sidecar, so the page and /api/auth are one origin), a WebSocket echo
 // under /ws/, and the JSON echo for everything else.
-func demoUpstream() http.Handler {
-	mux := http.NewServeMux()
-	mux.Handle("GET /{$}", webclient.DemoPage())
-	mux.Handle("/ws/", webclient.EchoWebSocket())
-	mux.HandleFunc("/", echo)
-	return mux
-}
-
-// echo is the demo upstream: it answers with the request it received.
-var echo = echoAs("authsidecar demo echo")
-
-// echoAs is an echo upstream that says name in its answers, so a walk
-// through several upstreams shows which one answered.
-func echoAs(name string) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) { echoRequest(w, r, name) }
-}
-
-func echoRequest(w http.ResponseWriter, r *http.Request, name string) {
-	io.Copy(io.Discard, io.LimitReader(r.Body, 1<<20))
-	headers := map[string]string{}
-	names := make([]string, 0, len(r.Header))
-	for name := range r.Header {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	for _, name := range names {
-		headers[name] = strings.Join(r.Header.Values(name), ", ")
-	}
-	w.Header().Set("Content-Type", "application/json")
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	enc.Encode(struct {
-		Upstream string            `json:"upstream"`
-		Method   string            `json:"method"`
-		Path     string            `json:"path"`
-		UserID   string            `json:"x_user_id"`
-		Headers  map[string]string `json:"headers"`
-	}{name, r.Method, r.URL.Path, r.Header.Get("X-User-Id"), headers})
-}
+func demoUpstream() http.Handler { return webclient.DemoApp("authsidecar demo echo") }

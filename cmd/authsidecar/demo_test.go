@@ -3,8 +3,10 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -63,13 +65,13 @@ func TestDemo(t *testing.T) {
 
 // startDemo runs "authsidecar demo" through run, as main does, until the
 // test ends, and returns the base URL it printed, its stdout and stderr.
-func startDemo(t *testing.T) (base string, out, errOut *syncBuffer) {
+func startDemo(t *testing.T, flags ...string) (base string, out, errOut *syncBuffer) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	out, errOut = &syncBuffer{}, &syncBuffer{}
 	done := make(chan error, 1)
 	go func() {
-		done <- run(ctx, []string{"demo"}, func(string) string { return "" }, strings.NewReader(""), out, errOut)
+		done <- run(ctx, append([]string{"demo"}, flags...), func(string) string { return "" }, strings.NewReader(""), out, errOut)
 	}()
 	t.Cleanup(func() {
 		cancel()
@@ -85,5 +87,25 @@ func startDemo(t *testing.T) (base string, out, errOut *syncBuffer) {
 		if time.Now().After(deadline) {
 			t.Fatalf("demo did not start:\n%s\n%s", out.String(), errOut.String())
 		}
+	}
+}
+
+// TestDemoConfig: "demo -config FILE" listens where the file says, on both
+// listeners (it used to ignore the file).
+func TestDemoConfig(t *testing.T) {
+	port, metricsPort := freePort(t), freePort(t)
+	path := filepath.Join(t.TempDir(), "demo.yaml")
+	writeFile(t, path, fmt.Sprintf("listen: \"127.0.0.1:%d\"\nmetrics: { listen: \"127.0.0.1:%d\" }\n", port, metricsPort))
+	base, _, _ := startDemo(t, "-config", path)
+	if want := fmt.Sprintf("http://127.0.0.1:%d", port); base != want {
+		t.Errorf("demo -config: running on %s, want %s (the file's listen)", base, want)
+	}
+	res, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/readyz", metricsPort))
+	if err != nil {
+		t.Fatalf("the file's metrics.listen: %v", err)
+	}
+	res.Body.Close()
+	if res.StatusCode != 200 {
+		t.Errorf("readyz on the file's metrics.listen: got %d, want 200", res.StatusCode)
 	}
 }

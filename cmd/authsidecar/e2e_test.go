@@ -55,9 +55,9 @@ var (
 	portsGiven = map[int]bool{}
 )
 
-// sidecar is a running "authsidecar serve", started through run exactly as
+// instance is a running "authsidecar serve", started through run exactly as
 // main does.
-type sidecar struct {
+type instance struct {
 	base    string
 	metrics string // http://host:port of the metrics listener
 	stderr  *syncBuffer
@@ -76,10 +76,10 @@ func writeConfig(t *testing.T, dir, extra string) (path string, port int) {
 	return path, port
 }
 
-func startSidecar(t *testing.T, configPath string, port int, secret string) *sidecar {
+func startSidecar(t *testing.T, configPath string, port int, secret string) *instance {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &sidecar{base: fmt.Sprintf("http://127.0.0.1:%d", port), stderr: &syncBuffer{}}
+	s := &instance{base: fmt.Sprintf("http://127.0.0.1:%d", port), stderr: &syncBuffer{}}
 	done := make(chan error, 1)
 	getenv := func(k string) string {
 		if k == "AUTH_SECRET" {
@@ -144,7 +144,7 @@ func needBetterAuth(t *testing.T, name string) string {
 	return dir
 }
 
-func (s *sidecar) do(t *testing.T, method, path, body string, hdr ...string) (*http.Response, []byte) {
+func (s *instance) do(t *testing.T, method, path, body string, hdr ...string) (*http.Response, []byte) {
 	t.Helper()
 	req, _ := http.NewRequest(method, s.base+path, strings.NewReader(body))
 	if body != "" {

@@ -65,13 +65,13 @@ limits: { signin_per_ip: "off", signup_per_ip: "off", signin_per_email: "off", p
 		go func() {
 			defer wg.Done()
 			email := fmt.Sprintf("user%d@example.com", i)
-			signUp(t, p.sidecar, email, "correct-horse-battery")
+			signUp(t, p.instance, email, "correct-horse-battery")
 			res, body := p.do(t, "POST", "/api/auth/sign-in/email", fmt.Sprintf(`{"email":%q,"password":"correct-horse-battery"}`, email))
 			if res.StatusCode != 200 || len(res.Cookies()) != 1 {
 				t.Errorf("sign-in %s: got %d %s", email, res.StatusCode, body)
 				return
 			}
-			jwts[i] = getJWT(t, p.sidecar, res.Cookies()[0].Name+"="+res.Cookies()[0].Value)
+			jwts[i] = getJWT(t, p.instance, res.Cookies()[0].Name+"="+res.Cookies()[0].Value)
 		}()
 	}
 	wg.Wait()

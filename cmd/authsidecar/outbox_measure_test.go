@@ -47,7 +47,7 @@ func TestOutboxMeasured(t *testing.T) {
 			} else {
 				p = startReplicas(t, 1, pgtest.URL(t), echoUpstream(t).URL, "email: "+email, env)[0]
 			}
-			s := p.sidecar
+			s := p.instance
 			known := []string{"k0@example.com", "k1@example.com", "k2@example.com", "k3@example.com"}
 			for _, k := range known {
 				signUp(t, s, k, oldPassword)

@@ -49,7 +49,7 @@ func sidecarBinary(t *testing.T) string {
 
 // process is a running binary: a sidecar plus a way to kill it hard.
 type process struct {
-	*sidecar
+	*instance
 	cmd *exec.Cmd
 }
 
@@ -72,7 +72,7 @@ func launch(t *testing.T, cfgPath string, port int, env ...string) (*process, er
 	t.Helper()
 	cmd := exec.Command(sidecarBinary(t), "serve", "-config", cfgPath)
 	cmd.Env = append(testEnv(), env...)
-	s := &sidecar{base: fmt.Sprintf("http://127.0.0.1:%d", port), stderr: &syncBuffer{}}
+	s := &instance{base: fmt.Sprintf("http://127.0.0.1:%d", port), stderr: &syncBuffer{}}
 	cmd.Stderr = s.stderr
 	cmd.Stdout = s.stderr
 	if err := cmd.Start(); err != nil {
@@ -95,7 +95,7 @@ func launch(t *testing.T, cfgPath string, port int, env ...string) (*process, er
 		return stopErr
 	}
 	s.stop = func() error { return wait(syscall.SIGTERM) }
-	p := &process{sidecar: s, cmd: cmd}
+	p := &process{instance: s, cmd: cmd}
 	t.Cleanup(func() {
 		p.stop() // SIGTERM: the batched log is flushed
 		if t.Failed() {
@@ -108,7 +108,7 @@ func launch(t *testing.T, cfgPath string, port int, env ...string) (*process, er
 // kill is kill -9.
 func (p *process) kill() {
 	p.cmd.Process.Kill()
-	p.sidecar.stop()
+	p.instance.stop()
 }
 
 // waitListening waits for the "listening" log line and reads the metrics

@@ -330,12 +330,12 @@ func TestPrometheusEndToEnd(t *testing.T) {
 	var jwts []string
 	for i := range 3 {
 		email := fmt.Sprintf("p%d@example.com", i)
-		signUp(t, sc.sidecar, email, "correct-horse-battery")
+		signUp(t, sc.instance, email, "correct-horse-battery")
 		res, body := sc.do(t, "POST", "/api/auth/sign-in/email", fmt.Sprintf(`{"email":%q,"password":"correct-horse-battery"}`, email))
 		if res.StatusCode != 200 || len(res.Cookies()) != 1 {
 			t.Fatalf("sign-in: got %d %s", res.StatusCode, body)
 		}
-		jwts = append(jwts, getJWT(t, sc.sidecar, res.Cookies()[0].Name+"="+res.Cookies()[0].Value))
+		jwts = append(jwts, getJWT(t, sc.instance, res.Cookies()[0].Name+"="+res.Cookies()[0].Value))
 	}
 	if res, _ := sc.do(t, "POST", "/api/auth/sign-in/email", `{"email":"p0@example.com","password":"wrong-horse-battery"}`); res.StatusCode != 401 {
 		t.Fatalf("sign-in with a wrong password: got %d, want 401", res.StatusCode)

@@ -482,7 +482,7 @@ func readmeHelper() int {
 	}
 	for addr, h := range map[string]http.Handler{
 		"127.0.0.1:3000": readmeApp(),
-		"127.0.0.1:4000": echoAs("the second service"),
+		"127.0.0.1:4000": webclient.Echo("the second service"),
 	} {
 		ln, err := net.Listen("tcp", addr)
 		if err != nil {
@@ -569,7 +569,7 @@ func readmePostgres() (*pgcluster.Cluster, error) {
 func readmeApp() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/ws/chat", webclient.EchoWebSocket())
-	mux.HandleFunc("/", echo)
+	mux.Handle("/", webclient.Echo("authsidecar demo echo"))
 	return mux
 }
 

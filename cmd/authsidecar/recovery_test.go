@@ -15,6 +15,7 @@ import (
 
 	"github.com/authsidecar/authsidecar/internal/mailtest"
 	"github.com/authsidecar/authsidecar/internal/pgtest"
+	"github.com/authsidecar/authsidecar/sidecar"
 )
 
 // These tests run the built binary with mail delivery on, against a real
@@ -132,7 +133,7 @@ func linkToken(t *testing.T, link string) string {
 }
 
 // signIn returns the status of a sign-in with password.
-func signIn(t *testing.T, s *sidecar, email, password string) int {
+func signIn(t *testing.T, s *instance, email, password string) int {
 	t.Helper()
 	res, _ := s.do(t, "POST", "/api/auth/sign-in/email", fmt.Sprintf(`{"email":%q,"password":%q}`, email, password))
 	return res.StatusCode
@@ -142,7 +143,7 @@ func signIn(t *testing.T, s *sidecar, email, password string) int {
 // built-in page with its token, the new password is set, then the old
 // password and the old cookie session (when given) no longer work, the
 // new password does, and the link is refused when used again.
-func checkResetLink(t *testing.T, s *sidecar, link, email, oldCookie string) {
+func checkResetLink(t *testing.T, s *instance, link, email, oldCookie string) {
 	t.Helper()
 	if !strings.HasPrefix(link, s.base+"/api/auth/reset-password/") {
 		t.Fatalf("reset link %q is not on %s", link, s.base)
@@ -186,7 +187,7 @@ func checkResetLink(t *testing.T, s *sidecar, link, email, oldCookie string) {
 // of the now verified user, and used again 302 with error=INVALID_TOKEN.
 // Without its callbackURL (asMailed false): 200 {"status":true,"user":null}
 // with the cookie, and used again 401 INVALID_TOKEN.
-func checkVerifyLink(t *testing.T, s *sidecar, link, email string, asMailed bool) {
+func checkVerifyLink(t *testing.T, s *instance, link, email string, asMailed bool) {
 	t.Helper()
 	if !strings.HasPrefix(link, s.base+"/api/auth/verify-email?token=") || !strings.HasSuffix(link, "&callbackURL=%2F") {
 		t.Fatalf("verification link %q is not on %s with callbackURL=/", link, s.base)
@@ -368,7 +369,7 @@ func TestRecoveryBySMTP(t *testing.T) {
 				writeFile(t, caFile, string(srv.Cert.PEM))
 			}
 			p, _, _ := mailBinary(t, dir, fmt.Sprintf(`{ delivery: smtp, from: "Acme Accounts <accounts@acme.example>", smtp: %s }`, tt.smtp(srv.Addr, caFile)), tt.env...)
-			s := p.sidecar
+			s := p.instance
 
 			cookie, _ := signUp(t, s, "ada@example.com", oldPassword)
 			if res, body := s.do(t, "POST", "/api/auth/request-password-reset", `{"email":"ada@example.com"}`); res.StatusCode != 200 {
@@ -445,7 +446,7 @@ func TestRecoveryOutboxSurvivesRestart(t *testing.T) {
 			recv.Down()
 			env := []string{"EMAIL_WEBHOOK_SECRET=" + secret}
 			p, cfg, port := mailBinary(t, dir, fmt.Sprintf("{ delivery: webhook, webhook: { url: %q } }", recv.URL), env...)
-			s := p.sidecar
+			s := p.instance
 
 			users := []string{"ann@example.com", "bob@example.com", "cat@example.com"}
 			cookies := map[string]string{}
@@ -491,12 +492,12 @@ func TestRecoveryOutboxSurvivesRestart(t *testing.T) {
 			}
 
 			p2 := startBinary(t, cfg, port, append(env, "AUTH_SECRET="+e2eSecret)...)
-			s2 := p2.sidecar
+			s2 := p2.instance
 			recv.Up()
 			if !recv.WaitDelivered(len(want), 30*time.Second) {
 				t.Fatalf("%d of %d messages delivered within 30s of the restart", recv.Delivered(), len(want))
 			}
-			time.Sleep(mailPoll + time.Second) // a poll more: nothing is sent again
+			time.Sleep(sidecar.MailPollInterval + time.Second) // a poll more: nothing is sent again
 
 			got := recv.Deliveries()
 			links := map[string]string{}
@@ -579,7 +580,7 @@ func TestRecoveryReplicasDeliverOnce(t *testing.T) {
 	rs := startReplicas(t, 2, url, echoUpstream(t).URL, fmt.Sprintf("email: { delivery: webhook, webhook: { url: %q } }", recv.URL), "EMAIL_WEBHOOK_SECRET="+secret)
 	email := func(i int) string { return fmt.Sprintf("user%d@example.com", i%users) }
 	for i := range users {
-		signUp(t, rs[i%2].sidecar, email(i), oldPassword)
+		signUp(t, rs[i%2].instance, email(i), oldPassword)
 	}
 
 	// users*perUser resets at once from 6 clients, alternating replicas.

@@ -33,7 +33,7 @@ func TestReloadUnderLoad(t *testing.T) {
 	}
 	f.write(t, configs[0])
 	p := startBinary(t, f.path, f.port, "AUTH_SECRET="+e2eSecret)
-	_, jwt := signUp(t, p.sidecar, "load@example.com", "correct-horse-battery")
+	_, jwt := signUp(t, p.instance, "load@example.com", "correct-horse-battery")
 
 	const clients = 50
 	tr := &http.Transport{MaxIdleConnsPerHost: clients, MaxConnsPerHost: clients}

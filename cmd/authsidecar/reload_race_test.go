@@ -55,7 +55,7 @@ func TestReloadRace(t *testing.T) {
 			}
 		}()
 	}
-	admin := &sidecar{base: s.metrics}
+	admin := &instance{base: s.metrics}
 	for i := range 10 {
 		f.log = []string{"{ format: json, level: debug }", "{ format: json, level: info, access: false }"}[i%2]
 		f.write(t, configs[(i+1)%2])
@@ -119,7 +119,7 @@ func TestReloadRaceJWKS(t *testing.T) {
 			}
 		}()
 	}
-	admin := &sidecar{base: v.metrics}
+	admin := &instance{base: v.metrics}
 	bases := []string{issA.base, issB.base}
 	for i := range 10 {
 		// Let the clients through between reloads, so each switch lands

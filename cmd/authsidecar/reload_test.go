@@ -114,7 +114,7 @@ func TestReloadBinary(t *testing.T) {
 	f.write(t, "")
 	p := startBinary(t, f.path, f.port, "AUTH_SECRET="+e2eSecret)
 	const origin = "https://app.example.com"
-	signUp(t, p.sidecar, "hugo@example.com", "correct-horse-battery")
+	signUp(t, p.instance, "hugo@example.com", "correct-horse-battery")
 	signIn := func() int {
 		res, _ := p.do(t, "POST", "/api/auth/sign-in/email", `{"email":"hugo@example.com","password":"correct-horse-battery"}`, "Origin", origin)
 		return res.StatusCode
@@ -206,7 +206,7 @@ func TestReloadBinary(t *testing.T) {
 		moved := *f
 		moved.port = freePort(t) // listen and base_url
 		moved.write(t, "")
-		res, body := (&sidecar{base: p.metrics}).do(t, "POST", "/-/reload", "")
+		res, body := (&instance{base: p.metrics}).do(t, "POST", "/-/reload", "")
 		if res.StatusCode != http.StatusInternalServerError || !strings.Contains(string(body), "changed keys need a restart: listen, base_url") {
 			t.Fatalf("got %d %s, want 500 naming listen and base_url", res.StatusCode, body)
 		}
@@ -227,7 +227,7 @@ func TestReloadBinary(t *testing.T) {
 
 	t.Run("origin removed, by POST /-/reload", func(t *testing.T) {
 		f.write(t, "")
-		res, body := (&sidecar{base: p.metrics}).do(t, "POST", "/-/reload", "")
+		res, body := (&instance{base: p.metrics}).do(t, "POST", "/-/reload", "")
 		if res.StatusCode != http.StatusOK || !strings.Contains(string(body), startHash) {
 			t.Fatalf("got %d %s, want 200 with hash %s", res.StatusCode, body, startHash)
 		}
@@ -241,7 +241,7 @@ func TestReloadBinary(t *testing.T) {
 }
 
 // signInJWT signs an existing user in and returns a JWT from the session.
-func signInJWT(t *testing.T, s *sidecar, email, password string) string {
+func signInJWT(t *testing.T, s *instance, email, password string) string {
 	t.Helper()
 	res, body := s.do(t, "POST", "/api/auth/sign-in/email", fmt.Sprintf(`{"email":%q,"password":%q}`, email, password))
 	if res.StatusCode != 200 || len(res.Cookies()) != 1 {
@@ -255,7 +255,7 @@ func signInJWT(t *testing.T, s *sidecar, email, password string) string {
 // so only iss and aud tell their tokens apart (nothing, when extra sets
 // one auth.issuer for both). It returns them and a JWT of each for one
 // user.
-func twoIssuers(t *testing.T, upstream, extra string) (a, b *sidecar, jwtA, jwtB string) {
+func twoIssuers(t *testing.T, upstream, extra string) (a, b *instance, jwtA, jwtB string) {
 	t.Helper()
 	const email, password = "vera@example.com", "correct-horse-battery"
 	fa := newReloadFile(t, upstream)
@@ -295,7 +295,7 @@ func TestReloadVerifier(t *testing.T) {
 	}
 	write(issA.base, "")
 	v := startSidecar(t, path, port, "")
-	admin := &sidecar{base: v.metrics}
+	admin := &instance{base: v.metrics}
 	metric := func(name string, labels ...string) float64 {
 		t.Helper()
 		want := map[string]string{}

@@ -64,7 +64,7 @@ func TestReplicasOnPostgres(t *testing.T) {
 	url := pgtest.URL(t)
 	up := echoUpstream(t)
 	rs := startReplicas(t, 3, url, up.URL, "")
-	a, b, c := rs[0].sidecar, rs[1].sidecar, rs[2].sidecar
+	a, b, c := rs[0].instance, rs[1].instance, rs[2].instance
 
 	// Three replicas started together on an empty database made one key.
 	db, err := sqlstore.OpenPostgres(context.Background(), sqlstore.PostgresOptions{URL: url, MaxConns: 1})
@@ -76,7 +76,7 @@ func TestReplicasOnPostgres(t *testing.T) {
 		t.Fatalf("signing keys after a simultaneous start of 3 replicas: got %d (%v), want 1", n, err)
 	}
 	_, jwksA := a.do(t, "GET", "/api/auth/jwks", "")
-	for _, s := range []*sidecar{b, c} {
+	for _, s := range []*instance{b, c} {
 		if _, j := s.do(t, "GET", "/api/auth/jwks", ""); !bytes.Equal(j, jwksA) {
 			t.Fatalf("JWKS differs between replicas:\n%s\n%s", jwksA, j)
 		}
@@ -91,7 +91,7 @@ func TestReplicasOnPostgres(t *testing.T) {
 	cookie := res.Cookies()[0].Name + "=" + res.Cookies()[0].Value
 	jwt := getJWT(t, a, cookie)
 	for i, s := range rs {
-		if got := status(t, s.sidecar, "/api/tasks", jwt); got != 200 {
+		if got := status(t, s.instance, "/api/tasks", jwt); got != 200 {
 			t.Errorf("replica %d: JWT from A got %d, want 200", i, got)
 		}
 	}
@@ -103,7 +103,7 @@ func TestReplicasOnPostgres(t *testing.T) {
 	checkAdmin := func(want int) {
 		t.Helper()
 		for i, s := range rs {
-			if got := status(t, s.sidecar, "/api/admin/users", jwt); got != want {
+			if got := status(t, s.instance, "/api/admin/users", jwt); got != want {
 				t.Errorf("replica %d admin route: got %d, want %d", i, got, want)
 			}
 		}
@@ -123,13 +123,13 @@ func TestReplicasOnPostgres(t *testing.T) {
 	}
 	for i, s := range rs {
 		deadline := time.Now().Add(3 * time.Second)
-		for status(t, s.sidecar, "/api/tasks", fresh) != 200 {
+		for status(t, s.instance, "/api/tasks", fresh) != 200 {
 			if time.Now().After(deadline) {
 				t.Fatalf("replica %d never accepted the JWT signed with the rotated-in key", i)
 			}
 			time.Sleep(100 * time.Millisecond)
 		}
-		if got := status(t, s.sidecar, "/api/tasks", jwt); got != 200 {
+		if got := status(t, s.instance, "/api/tasks", jwt); got != 200 {
 			t.Errorf("replica %d: JWT from before the rotation got %d, want 200", i, got)
 		}
 	}
@@ -245,7 +245,7 @@ func TestPostgresOutage(t *testing.T) {
 	up := echoUpstream(t)
 	cfg, port := replicaConfig(t, t.TempDir(), "outage.yaml", up.URL, "")
 	p := startBinary(t, cfg, port, pgEnv(url)...)
-	s := p.sidecar
+	s := p.instance
 	cookie, jwt := signUp(t, s, "ann@example.com", "correct-horse-battery")
 	cliWithEnv(t, map[string]string{"AUTH_SECRET": e2eSecret, "DATABASE_URL": url}, argv(cfg, "roles grant", "ann@example.com", "admin")...)
 	if got := status(t, s, "/api/admin/x", jwt); got != 200 {
@@ -329,7 +329,7 @@ func TestAdminCLIOnPostgres(t *testing.T) {
 	pw := urlPassword(t, url)
 	up := echoUpstream(t)
 	cfg, port := replicaConfig(t, t.TempDir(), "pg.yaml", up.URL, "")
-	s := startBinary(t, cfg, port, pgEnv(url)...).sidecar
+	s := startBinary(t, cfg, port, pgEnv(url)...).instance
 	signUp(t, s, "ann@example.com", "correct-horse-battery")
 	signUp(t, s, "bob@example.com", "correct-horse-battery")
 	env := map[string]string{"AUTH_SECRET": e2eSecret, "DATABASE_URL": url}
@@ -400,7 +400,7 @@ func TestVerifierOnIssuersPostgres(t *testing.T) {
 	dir := t.TempDir()
 	issuerCfg, issuerPort := replicaConfig(t, dir, "issuer.yaml", up.URL, "")
 	iss := startBinary(t, issuerCfg, issuerPort, pgEnv(url)...)
-	cookie, jwt := signUp(t, iss.sidecar, "ann@example.com", "correct-horse-battery")
+	cookie, jwt := signUp(t, iss.instance, "ann@example.com", "correct-horse-battery")
 	cliWithEnv(t, map[string]string{"DATABASE_URL": url}, argv(issuerCfg, "roles grant", "ann@example.com", "admin")...)
 
 	vcfg, vport := writeConfigFile(t, dir, "verifier.yaml", fmt.Sprintf(`mode: verifier
@@ -414,7 +414,7 @@ routes:
   admin: [{ prefix: /api/admin/, roles: [admin] }]
 `, up.URL, iss.base))
 	v := startBinary(t, vcfg, vport, pgEnv(url)...)
-	if got := status(t, v.sidecar, "/api/admin/users", jwt); got != 200 {
+	if got := status(t, v.instance, "/api/admin/users", jwt); got != 200 {
 		t.Errorf("verifier admin route with the role: got %d, want 200", got)
 	}
 	res, body := v.do(t, "GET", "/api/mcp-oauth/authorize", "", "Cookie", cookie)
@@ -426,14 +426,14 @@ routes:
 		t.Errorf("verifier cookie-only route without a cookie: got %d, want 401", res.StatusCode)
 	}
 	cliWithEnv(t, map[string]string{"DATABASE_URL": url}, argv(issuerCfg, "roles revoke", "ann@example.com", "admin")...)
-	if got := status(t, v.sidecar, "/api/admin/users", jwt); got != 403 {
+	if got := status(t, v.instance, "/api/admin/users", jwt); got != 403 {
 		t.Errorf("verifier admin route after revoke: got %d, want 403", got)
 	}
 	if res, _ := v.do(t, "POST", "/api/auth/sign-in/email", `{"email":"ann@example.com","password":"correct-horse-battery"}`); res.StatusCode != 404 {
 		t.Errorf("verifier sign-in: got %d, want 404 (the issuer's route)", res.StatusCode)
 	}
 	for range 5 {
-		status(t, v.sidecar, "/api/tasks", jwt)
+		status(t, v.instance, "/api/tasks", jwt)
 	}
 	res, err := http.Get(v.metrics + "/metrics")
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 )
 
@@ -42,6 +43,8 @@ type cliEnv struct {
 	stdout     io.Writer
 	stderr     io.Writer
 	configPath string
+	// configSet says -config was given, not defaulted.
+	configSet bool
 }
 
 var commands = []command{
@@ -151,6 +154,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	if err != nil {
 		return err
 	}
+	fs.Visit(func(f *flag.Flag) { e.configSet = e.configSet || f.Name == "config" })
 	if len(rest) < c.minArgs || len(rest) > c.maxArgs {
 		if c.maxArgs == 0 {
 			return noArgs(path, rest)
@@ -202,23 +206,30 @@ func upperFirst(s string) string {
 	return strings.ToUpper(s[:1]) + s[1:]
 }
 
-// parseFlags enforces the grammar CMD [SUB] [-flags] [ARGS...]: flags come
-// before positional arguments, and a flag after one is an error rather than
-// a silently ignored argument.
+// parseFlags parses flags wherever they stand among the positional
+// arguments, as users expect ("roles grant EMAIL ROLE -config FILE"); a
+// "--" ends the flags, and what follows it is positional even if it looks
+// like a flag.
 func parseFlags(fs *flag.FlagSet, args []string) ([]string, error) {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil, err
-		}
-		return nil, fmt.Errorf("%w: %v", errUsage, err)
+	var after []string
+	if i := slices.Index(args, "--"); i >= 0 {
+		args, after = args[:i], args[i+1:]
 	}
-	rest := fs.Args()
-	for _, a := range rest {
-		if strings.HasPrefix(a, "-") && a != "-" {
-			return nil, fmt.Errorf("%w: flag %s after a positional argument: put flags before arguments", errUsage, a)
+	var rest []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, err
+			}
+			return nil, fmt.Errorf("%w: %v", errUsage, err)
 		}
+		// Parse stops at the first positional argument: keep it, and
+		// parse what follows it.
+		if args = fs.Args(); len(args) == 0 {
+			return append(rest, after...), nil
+		}
+		rest, args = append(rest, args[0]), args[1:]
 	}
-	return rest, nil
 }
 
 func noArgs(name string, args []string) error {

@@ -18,7 +18,7 @@ func TestResetTokenNotInAccessLog(t *testing.T) {
 	dir := t.TempDir()
 	srv := mailtest.NewSMTPServer(t, mailtest.SMTPOptions{})
 	p, _, _ := mailBinary(t, dir, fmt.Sprintf(`{ delivery: smtp, from: "Acme <accounts@acme.example>", smtp: { addr: %q, tls: none } }`, srv.Addr))
-	s := p.sidecar
+	s := p.instance
 	signUp(t, s, "ada@example.com", oldPassword)
 	if res, body := s.do(t, "POST", "/api/auth/request-password-reset", `{"email":"ada@example.com"}`); res.StatusCode != 200 {
 		t.Fatalf("request-password-reset: got %d %s", res.StatusCode, body)

@@ -66,11 +66,11 @@ database: { driver: sqlite, path: %q }
 metrics: { listen: "127.0.0.1:%d" }
 `, issuerPort, issuerBase, up.URL, filepath.Join(dir, "issuer.db"), freePort(t)))
 	iss := startBinary(t, issuerCfg, issuerPort, "AUTH_SECRET="+e2eSecret)
-	cookie, jwt := signUp(t, iss.sidecar, "ann@example.com", "correct-horse-battery")
+	cookie, jwt := signUp(t, iss.instance, "ann@example.com", "correct-horse-battery")
 
 	// The verifier fetches again by itself (backoff) and serves.
 	start := time.Now()
-	for status(t, v.sidecar, "/api/tasks", jwt) != 200 {
+	for status(t, v.instance, "/api/tasks", jwt) != 200 {
 		if time.Since(start) > 15*time.Second {
 			t.Fatalf("verifier did not recover within 15s of the issuer starting:\n%s", v.stderr.String())
 		}
@@ -86,7 +86,7 @@ metrics: { listen: "127.0.0.1:%d" }
 	if res, _ := http.Get(v.metrics + "/readyz"); res == nil || res.StatusCode != 200 {
 		t.Errorf("/readyz with keys: got %v, want 200", res)
 	}
-	if got := status(t, v.sidecar, "/api/tasks", jwt[:len(jwt)-4]+"AAAA"); got != 401 {
+	if got := status(t, v.instance, "/api/tasks", jwt[:len(jwt)-4]+"AAAA"); got != 401 {
 		t.Errorf("tampered JWT through the verifier: got %d, want 401", got)
 	}
 
@@ -104,9 +104,9 @@ metrics: { listen: "127.0.0.1:%d" }
 
 	// A rotated key reaches the verifier on the first token naming it.
 	cliWithEnv(t, map[string]string{"AUTH_SECRET": e2eSecret}, argv(issuerCfg, "keys rotate")...)
-	fresh := getJWT(t, iss.sidecar, cookie)
+	fresh := getJWT(t, iss.instance, cookie)
 	deadline := time.Now().Add(3 * time.Second)
-	for status(t, v.sidecar, "/api/tasks", fresh) != 200 {
+	for status(t, v.instance, "/api/tasks", fresh) != 200 {
 		if time.Now().After(deadline) {
 			t.Fatal("verifier never accepted the rotated-in key")
 		}
@@ -116,7 +116,7 @@ metrics: { listen: "127.0.0.1:%d" }
 	// The issuer goes away: the last good keys serve until max_age +
 	// stale_if_error (4s here), then 503 KEYS_UNAVAILABLE.
 	iss.stop()
-	if got := status(t, v.sidecar, "/api/tasks", jwt); got != 200 {
+	if got := status(t, v.instance, "/api/tasks", jwt); got != 200 {
 		t.Errorf("right after the issuer stopped: got %d, want 200 (keys still fresh)", got)
 	}
 	deadline = time.Now().Add(15 * time.Second)
@@ -173,7 +173,7 @@ keys: { jwks_url: "%s/api/auth/jwks", cooldown: 1s }
 `, up.URL, base))
 	v := startBinary(t, cfg, port)
 
-	ba := &sidecar{base: base}
+	ba := &instance{base: base}
 	res, body := ba.do(t, "POST", "/api/auth/sign-up/email", `{"name":"Ann","email":"ann@example.com","password":"correct-horse-battery"}`, "Origin", base)
 	var signed struct{ User struct{ ID string } }
 	if json.Unmarshal(body, &signed); res.StatusCode != 200 || signed.User.ID == "" || len(res.Cookies()) == 0 {
@@ -206,7 +206,7 @@ keys: { jwks_url: "%s/api/auth/jwks", cooldown: 1s }
 	if json.Unmarshal(body, &seen); seen["user"] != signed.User.ID {
 		t.Errorf("upstream saw user %q, want Better Auth's user id %q", seen["user"], signed.User.ID)
 	}
-	if got := status(t, v.sidecar, "/api/tasks", tok.Token[:len(tok.Token)-4]+"AAAA"); got != 401 {
+	if got := status(t, v.instance, "/api/tasks", tok.Token[:len(tok.Token)-4]+"AAAA"); got != 401 {
 		t.Errorf("tampered Better Auth JWT: got %d, want 401", got)
 	}
 }

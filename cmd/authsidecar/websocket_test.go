@@ -143,7 +143,7 @@ auth: { leeway: %s }
 			break
 		}
 	}
-	// The access log is batched: it arrives within flushEvery.
+	// The access log is batched: it arrives within sidecar.LogFlushInterval.
 	for start := time.Now(); ; time.Sleep(50 * time.Millisecond) {
 		if line := accessLineFor(v.stderr.String(), "ws-user"); line != nil {
 			if line["status"] != 101.0 || line["class"] != "websocket" || line["close_reason"] != "token_expired" {

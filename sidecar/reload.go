@@ -1,4 +1,4 @@
-package main
+package sidecar
 
 import (
 	"crypto/sha256"
@@ -55,8 +55,8 @@ func (m *reloadMetrics) loaded(hash string, now time.Time) {
 	}
 }
 
-// fileHash names a config file's content in the info metric and the logs.
-func fileHash(data []byte) string {
+// FileHash names a config file's content in the info metric and the logs.
+func FileHash(data []byte) string {
 	sum := sha256.Sum256(data)
 	return hex.EncodeToString(sum[:6])
 }
@@ -123,7 +123,7 @@ func (r *reloader) try() (string, error) {
 		return "", fmt.Errorf("apply: %w", err)
 	}
 	r.cfg = next
-	return fileHash(data), nil
+	return FileHash(data), nil
 }
 
 // ServeHTTP is POST /-/reload on the admin listener, as Prometheus has:

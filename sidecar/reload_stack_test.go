@@ -1,4 +1,4 @@
-package main
+package sidecar
 
 import (
 	"context"
@@ -54,7 +54,7 @@ func TestStackApplyLog(t *testing.T) {
 
 	steps := []struct {
 		name       string
-		level      string
+		level      config.LogLevel
 		access     bool
 		trusted    []string // an invalid entry makes apply fail
 		wantLevel  slog.Level

@@ -1,4 +1,4 @@
-package main
+package sidecar
 
 import (
 	"bufio"
@@ -9,7 +9,7 @@ import (
 
 // bufferedLog batches log lines: one write(2) per request line was ~9% of
 // the sidecar's CPU under load. Lines reach the destination within
-// flushEvery, at once when the buffer fills, and on Close.
+// LogFlushInterval, at once when the buffer fills, and on Close.
 type bufferedLog struct {
 	mu   sync.Mutex
 	w    *bufio.Writer
@@ -17,13 +17,14 @@ type bufferedLog struct {
 	done chan struct{}
 }
 
-const flushEvery = 100 * time.Millisecond
+// LogFlushInterval bounds how long a log line waits in the batch.
+const LogFlushInterval = 100 * time.Millisecond
 
 func newBufferedLog(dst io.Writer) *bufferedLog {
 	b := &bufferedLog{w: bufio.NewWriterSize(dst, 64<<10), stop: make(chan struct{}), done: make(chan struct{})}
 	go func() {
 		defer close(b.done)
-		t := time.NewTicker(flushEvery)
+		t := time.NewTicker(LogFlushInterval)
 		defer t.Stop()
 		for {
 			select {

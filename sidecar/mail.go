@@ -1,4 +1,4 @@
-package main
+package sidecar
 
 import (
 	"fmt"
@@ -13,15 +13,15 @@ import (
 // Outbox delivery timing. The backoff runs from 5s to 1h (sidecar.yaml
 // says so); email.max_attempts decides when a message is dead.
 const (
-	mailBackoffBase = 5 * time.Second
-	mailBackoffMax  = time.Hour
-	mailPoll        = 5 * time.Second
-	mailLease       = 2 * time.Minute
+	mailBackoffBase  = 5 * time.Second
+	mailBackoffMax   = time.Hour
+	MailPollInterval = 5 * time.Second
+	mailLease        = 2 * time.Minute
 )
 
-// mailTemplates loads the configured template overrides (or the built-in
+// MailTemplates loads the configured template overrides (or the built-in
 // ones), executing each once so a broken file fails start-up and check.
-func mailTemplates(cfg config.Config) (*mail.Templates, error) {
+func MailTemplates(cfg config.Config) (*mail.Templates, error) {
 	t := cfg.Email.Templates
 	files := map[mail.Kind]mail.TemplateFiles{
 		mail.PasswordReset:     {Subject: t.PasswordReset.Subject, Text: t.PasswordReset.Text, HTML: t.PasswordReset.HTML},
@@ -34,13 +34,13 @@ func mailTemplates(cfg config.Config) (*mail.Templates, error) {
 	return tm, nil
 }
 
-// newSender builds the configured delivery; mailSecret is the SMTP
+// NewSender builds the configured delivery; mailSecret is the SMTP
 // password or the webhook signing secret (config.LoadMailSecret).
-func newSender(cfg config.Config, mailSecret config.Secret, log *slog.Logger) (mail.Sender, error) {
+func NewSender(cfg config.Config, mailSecret config.Secret, log *slog.Logger) (mail.Sender, error) {
 	e := cfg.Email
 	switch e.Delivery {
-	case "smtp":
-		tm, err := mailTemplates(cfg)
+	case config.DeliverySMTP:
+		tm, err := MailTemplates(cfg)
 		if err != nil {
 			return nil, err
 		}
@@ -52,14 +52,14 @@ func newSender(cfg config.Config, mailSecret config.Secret, log *slog.Logger) (m
 			return nil, fmt.Errorf("email.smtp: %w", err)
 		}
 		return s, nil
-	case "webhook":
+	case config.DeliveryWebhook:
 		s, err := mail.NewWebhook(mail.WebhookOptions{URL: e.Webhook.URL, Secret: string(mailSecret.Bytes()), Timeout: e.Webhook.Timeout.D()})
 		if err != nil {
 			return nil, fmt.Errorf("email.webhook: %w", err)
 		}
 		return s, nil
-	case "log":
-		if _, err := mailTemplates(cfg); err != nil {
+	case config.DeliveryLog:
+		if _, err := MailTemplates(cfg); err != nil {
 			return nil, err
 		}
 		s, err := mail.NewLogSender(log)
@@ -80,10 +80,10 @@ type mailWiring struct {
 // newMailWiring builds the outbox's box and delivery worker; nil when
 // email.delivery is off.
 func newMailWiring(cfg config.Config, secret, mailSecret config.Secret, q mail.Queue, log *slog.Logger, reg prometheus.Registerer) (*mailWiring, error) {
-	if cfg.Email.Delivery == "off" {
+	if cfg.Email.Delivery == config.DeliveryOff {
 		return nil, nil
 	}
-	sender, err := newSender(cfg, mailSecret, log)
+	sender, err := NewSender(cfg, mailSecret, log)
 	if err != nil {
 		return nil, err
 	}
@@ -92,8 +92,8 @@ func newMailWiring(cfg config.Config, secret, mailSecret config.Secret, q mail.Q
 		return nil, fmt.Errorf("email: %w", err)
 	}
 	w, err := mail.NewWorker(mail.WorkerOptions{
-		Queue: q, Box: box, Sender: sender, Delivery: cfg.Email.Delivery,
-		Lease: mailLease, PollInterval: mailPoll, MaxAttempts: cfg.Email.MaxAttempts,
+		Queue: q, Box: box, Sender: sender, Delivery: string(cfg.Email.Delivery),
+		Lease: mailLease, PollInterval: MailPollInterval, MaxAttempts: cfg.Email.MaxAttempts,
 		BackoffBase: mailBackoffBase, BackoffMax: mailBackoffMax,
 		Logger: log, Registerer: reg,
 	})

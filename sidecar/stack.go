@@ -1,4 +1,4 @@
-package main
+package sidecar
 
 import (
 	"context"
@@ -141,7 +141,7 @@ func buildStack(ctx context.Context, cfg config.Config, secret config.Secret, db
 				"jwks_url", cfg.Keys.JWKSURL, "error", err.Error())
 		}
 	} else {
-		opts := issuerOptions(cfg, secret, db, log)
+		opts := IssuerOptions(cfg, secret, db, log)
 		opts.Registerer = reg
 		if mw != nil {
 			opts.Recovery.Sealer, opts.Recovery.Queued = mw.box, mw.worker.Queued

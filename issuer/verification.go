@@ -1,0 +1,126 @@
+package issuer
+
+// Email verification: send-verification-email and verify-email.
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+
+	"github.com/authsidecar/authsidecar/mail"
+)
+
+// sendVerificationEmail mails a verification link. With a session it is
+// about that user (EMAIL_MISMATCH, EMAIL_ALREADY_VERIFIED); without one,
+// every address gets the same answer at once and the work runs after it.
+func (iss *Issuer) sendVerificationEmail(w http.ResponseWriter, r *http.Request) *apiError {
+	email, callback, apiErr := iss.mailRequest(w, r, "callbackURL", errVerificationDisabled, errInvalidCallback)
+	if apiErr != nil {
+		return apiErr
+	}
+	_, su, found, _, err := iss.lookup(r.Context(), r, true)
+	if err != nil {
+		return storeErr(err)
+	}
+	if found {
+		switch {
+		case su.Email != email:
+			return errEmailMismatch
+		case su.EmailVerified:
+			return errAlreadyVerified
+		}
+		if err := iss.queueLink(r.Context(), mail.EmailVerification, su, iss.verifyLink(callback)); err != nil {
+			return storeErr(err)
+		}
+	} else if !iss.rec.intake.run(r.Context(), func(ctx context.Context) {
+		u, _, err := iss.store.CredentialByEmail(ctx, email)
+		switch {
+		case errors.Is(err, ErrNotFound) || (err == nil && u.EmailVerified):
+			if _, _, err := iss.mailBudget(ctx, mail.EmailVerification, email); err != nil {
+				iss.log.Error("verification email: rate limit", "error", err.Error())
+			}
+			return
+		case err == nil:
+			err = iss.queueLink(ctx, mail.EmailVerification, u, iss.verifyLink(callback))
+		}
+		if err != nil {
+			iss.log.Error("verification email: mail not queued", "error", err.Error())
+		}
+	}) {
+		w.Header().Set("Retry-After", "1")
+		return errIntakeFull
+	}
+	writeJSON(w, http.StatusOK, struct {
+		Status bool `json:"status"`
+	}{true})
+	return nil
+}
+
+// verifyEmail spends a verification token, marks the address verified and
+// signs the user in (Better Auth's autoSignInAfterVerification).
+func (iss *Issuer) verifyEmail(w http.ResponseWriter, r *http.Request) *apiError {
+	if ok, wait := iss.tokenIP.allow(iss.clientIP(r)); !ok {
+		return tooMany(w, wait)
+	}
+	q := r.URL.Query()
+	if _, ok := q["token"]; !ok {
+		return errBadRequest("VALIDATION_ERROR", "[query.token] Invalid input: expected string, received undefined")
+	}
+	tok := q.Get("token")
+	_, hasCallback := q["callbackURL"]
+	callback := q.Get("callbackURL")
+	if hasCallback && callback != "" && !iss.safeRedirect(callback) {
+		return errInvalidCallback
+	}
+	fail := func() *apiError {
+		if hasCallback && callback != "" {
+			sep := "?"
+			if strings.Contains(callback, "?") {
+				sep = "&"
+			}
+			redirect(w, callback+sep+"error=INVALID_TOKEN")
+			return nil
+		}
+		return errInvalidVerifyToken
+	}
+	if tok == "" || len(tok) > maxTokenBytes {
+		return fail()
+	}
+	u, wasVerified, err := iss.store.VerifyEmail(r.Context(), hashToken(tok), iss.now().UTC().Truncate(timeUnit))
+	if errors.Is(err, ErrNotFound) {
+		return fail()
+	}
+	if err != nil {
+		return storeErr(err)
+	}
+	if !wasVerified {
+		s, su, found, _, err := iss.lookup(r.Context(), r, true)
+		if err != nil {
+			return storeErr(err)
+		}
+		if found && su.ID == u.ID {
+			iss.setSessionCookie(w, s)
+		} else {
+			ns, err := iss.newSession(r, u.ID, true)
+			if err != nil {
+				return errInternal(err)
+			}
+			if err := iss.store.CreateSession(r.Context(), ns); err != nil {
+				return storeErr(err)
+			}
+			iss.setSessionCookie(w, ns)
+		}
+	}
+	if hasCallback && callback != "" {
+		redirect(w, callback)
+		return nil
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("Referrer-Policy", "no-referrer")
+	writeJSON(w, http.StatusOK, struct {
+		Status bool      `json:"status"`
+		User   *userJSON `json:"user"`
+	}{true, nil})
+	return nil
+}

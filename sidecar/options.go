@@ -1,0 +1,63 @@
+package sidecar
+
+import (
+	"log/slog"
+	"net/http"
+
+	"github.com/authsidecar/authsidecar/config"
+	"github.com/authsidecar/authsidecar/issuer"
+)
+
+// IssuerOptions maps the config onto the issuer: the issuer never sees
+// the config type, so a config change stops here.
+func IssuerOptions(cfg config.Config, secret config.Secret, store issuer.Store, log *slog.Logger) issuer.Options {
+	return issuer.Options{
+		Store:             store,
+		Secret:            secret.Bytes(),
+		BaseURL:           cfg.BaseURL,
+		JWTIssuer:         cfg.JWTIssuer(),
+		TrustedOrigins:    cfg.Auth.TrustedOrigins,
+		JWTTTL:            cfg.Auth.JWTTTL.D(),
+		SessionTTL:        cfg.Auth.SessionTTL.D(),
+		SessionUpdateAge:  cfg.Auth.SessionUpdateAge.D(),
+		CookieName:        cfg.Auth.CookieName,
+		CookieSameSite:    sameSite(cfg.Auth.CookieSameSite),
+		MinPasswordLength: cfg.Auth.MinPasswordLength,
+		MaxPasswordLength: cfg.Auth.MaxPasswordLength,
+		Limits:            issuerLimits(cfg.Limits),
+		Recovery: issuer.RecoveryOptions{
+			ResetTokenTTL:            cfg.Auth.ResetTokenTTL.D(),
+			VerificationTokenTTL:     cfg.Auth.VerificationTokenTTL.D(),
+			RequireEmailVerification: cfg.Auth.RequireEmailVerification,
+			SendOnSignin:             cfg.Auth.SendVerificationOnSignin,
+			KeepSessionsOnReset:      !cfg.Auth.RevokeSessionsOnPasswordReset,
+			ResetPage:                cfg.Auth.ResetPageURL,
+		},
+		Logger: log,
+	}
+}
+
+// issuerLimits is config's limits as the issuer takes them, at start and
+// on reload.
+func issuerLimits(l config.Limits) issuer.Limits {
+	return issuer.Limits{
+		BodyBytes:               l.BodyBytes,
+		PasswordHashConcurrency: l.PasswordHashConcurrency,
+		SignInPerIP:             issuer.Rate(l.SigninPerIP),
+		SignInPerEmail:          issuer.Rate(l.SigninPerEmail),
+		SignUpPerIP:             issuer.Rate(l.SignupPerIP),
+		MailPerIP:               issuer.Rate(l.MailPerIP),
+		MailPerEmail:            issuer.Rate(l.MailPerEmail),
+		TokenPerIP:              issuer.Rate(l.TokenPerIP),
+	}
+}
+
+func sameSite(s config.SameSite) http.SameSite {
+	switch s {
+	case config.SameSiteStrict:
+		return http.SameSiteStrictMode
+	case config.SameSiteNone:
+		return http.SameSiteNoneMode
+	}
+	return http.SameSiteLaxMode
+}
