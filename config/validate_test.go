@@ -202,7 +202,7 @@ func TestValidateReportsEveryProblem(t *testing.T) {
 		"auth.cookie_name", "auth.cookie_same_site", "auth.min_password_length",
 		"auth.reset_token_ttl", "auth.verification_token_ttl",
 		"keys.max_age", "keys.cooldown", "keys.stale_if_error", "routes.identity_header",
-		"proxy.response_header_timeout", "limits.body_bytes",
+		"proxy.response_header_timeout", "proxy.upstream_max_conns", "proxy.upstream_max_pending", "limits.body_bytes",
 		"email.delivery", "email.max_attempts", "metrics.listen",
 		"log.format", "log.level", "shutdown.grace",
 	}

@@ -12,11 +12,6 @@ import (
 	"time"
 )
 
-// NewTransport is NewUpstream with the default pool bounds.
-func NewTransport(responseHeaderTimeout time.Duration) http.RoundTripper {
-	return NewUpstream(UpstreamOptions{ResponseHeaderTimeout: responseHeaderTimeout})
-}
-
 // newTransport clones the default transport for a sidecar that sends
 // everything to one host: idle connections kept up to the bound on those
 // in use, so a steady load never re-dials. ResponseHeaderTimeout bounds

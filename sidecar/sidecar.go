@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"runtime/debug"
 	"sync"
 	"time"
 
@@ -125,10 +124,11 @@ func New(ctx context.Context, o Options) (_ *Sidecar, err error) {
 	}
 	closers = append(closers, func() { adminLn.Close() })
 
-	// Collect when the heap reaches gcHeapFloor (or twice the live heap,
-	// if more) instead of every 4 MiB: about a sixth as many collections
-	// under load, for a steady RSS still well under 64 MiB. GOGC in the
-	// environment turns this off; GOMEMLIMIT still caps the top.
+	// Collect when the heap reaches gcHeapFloor (or half as much again as
+	// the live heap, if more) instead of every 4 MiB: a quarter as many
+	// collections under load, for a steady RSS at most twice a bare
+	// proxy's. GOGC in the environment turns this off; GOMEMLIMIT still
+	// caps the top.
 	s.gc = gcfloor.Start(gcHeapFloor)
 	closers = append(closers, s.gc.Stop)
 	reg := prometheus.NewRegistry()
@@ -178,15 +178,13 @@ func New(ctx context.Context, o Options) (_ *Sidecar, err error) {
 		HTTP:     newHTTPServer(adminTracker.Middleware(adminMux(reg, s.hl, cfg.Metrics.Pprof, s.rl)), s.log),
 		Listener: adminLn, Tracker: adminTracker, Grace: time.Second, Logger: s.log,
 	}
-	// Start-up hashed a dummy password (the issuer's timing guard for
-	// unknown emails): 32 MiB of scrypt garbage that an idle sidecar would
-	// otherwise keep resident until the runtime's two-minute forced GC.
-	debug.FreeOSMemory()
 	return s, nil
 }
 
 // gcHeapFloor is the heap size below which the collector does not run.
-const gcHeapFloor = 24 << 20
+// 24 MiB held ~9 MiB more under load than 16: 2.15x a bare proxy's peak
+// RSS at 64 connections, against 1.8x (docs/benchmarks.md, g-64).
+const gcHeapFloor = 16 << 20
 
 // checks are what /readyz runs: usable verification keys, in full mode a
 // usable signing key, and the database when health.ready_requires_database.

@@ -112,7 +112,10 @@ func buildStack(ctx context.Context, cfg config.Config, secret config.Secret, db
 	}
 	st := &stack{
 		secret: secret, db: db, lg: lg, metrics: proxy.NewMetrics(reg), upstream: upstream,
-		transport: proxy.NewTransport(cfg.Proxy.ResponseHeaderTimeout.D()),
+		transport: proxy.NewUpstream(proxy.UpstreamOptions{
+			ResponseHeaderTimeout: cfg.Proxy.ResponseHeaderTimeout.D(),
+			MaxConns:              cfg.Proxy.UpstreamMaxConns, MaxPending: cfg.Proxy.UpstreamMaxPending,
+		}),
 	}
 	// The gauges read the generation in force at scrape time; the registry
 	// is served only once buildStack has returned one.
