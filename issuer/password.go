@@ -9,11 +9,13 @@ import (
 	"fmt"
 	"runtime"
 	"runtime/debug"
+	rtmetrics "runtime/metrics"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/authsidecar/authsidecar/internal/gcfloor"
 	"golang.org/x/crypto/scrypt"
 	"golang.org/x/text/unicode/norm"
 )
@@ -45,40 +47,64 @@ var errHashBusy = errors.New("password hashing: every slot busy until the reques
 // 128*N*r bytes (32 MiB at Better Auth's cost), on every call and leaves
 // it to the garbage collector, whose next cycle may be a whole heap goal
 // away: a burst of sign-ins would pile up dead buffers (150 MiB of RSS
-// after a handful). Two steps keep it to cap(sem) buffers, and none once
-// the burst is over:
+// after a handful). These steps keep it to one buffer per slot, and to
+// none soon after the sign-ins stop:
 //
-//   - before a hash starts, if another one ended since the last collection,
-//     the collector runs (runtime.GC, ~1 ms on this heap against ~80 ms for
-//     a hash), so the new buffer takes the dead one's pages instead of
-//     growing the heap;
-//   - when the last hash ends and none is waiting, the heap's free pages go
-//     back to the OS (debug.FreeOSMemory) before that sign-in is answered,
-//     so requests arriving right after a burst do not stack their memory
-//     on top of it.
-//
-// Within a burst the pages stay with the process and are reused; an
-// isolated sign-in pays the page faults of a fresh 32 MiB (a few ms).
+//   - before a hash starts, if another one ended and no collection has
+//     run since, the collector runs, so the new buffer takes the dead
+//     one's pages instead of growing the heap;
+//   - while a hash runs, the collector's goal counts its buffer
+//     (gcfloor.Expect): allocating 32 MiB on a heap whose goal is a few
+//     MiB would start a collection that frees nothing and, to scan the
+//     hashing goroutine's stack, has to stop it;
+//   - when a burst that ran hashes side by side ends (the last hash ends
+//     and none is waiting), the heap's free pages go back to the OS
+//     (debug.FreeOSMemory, a few ms) before that sign-in is answered:
+//     requests arriving right after the burst do not stack their memory
+//     on top of its buffers;
+//   - a lone hash's buffer stays for linger, still counted in the goal, for
+//     the next sign-in of a trickle to reuse (handed back at once, its
+//     8,192 pages would be faulted in again by the next one), and then
+//     goes back the same way.
 type hasher struct {
 	params  ScryptParams
 	sem     chan struct{}
 	waiting atomic.Int64 // requests queued for a slot
+	linger  time.Duration
 
-	// dead: a hash ended since the last collection, so its buffer is
-	// garbage on the heap. collecting serializes the check and the
+	// collecting serializes the check for a dead buffer and the
 	// collection, so that two hashes starting together both wait for it.
-	dead       atomic.Bool
 	collecting sync.Mutex
-	collect    func() // runtime.GC
+	collect    func()        // runtime.GC
+	cycles     func() uint64 // collections completed so far
+	release    func()        // collects and returns free heap pages to the OS: debug.FreeOSMemory
+	releasing  sync.Mutex    // one release at a time
 
-	mu        sync.Mutex
-	running   int        // hashes holding a slot
-	releasing sync.Mutex // one release at a time
-	release   func()     // collects and returns free heap pages to the OS: debug.FreeOSMemory
+	mu      sync.Mutex
+	running int  // hashes holding a slot
+	wide    bool // this burst has run more than one hash at once
+	// lingering: a lone hash's buffer waits for the next sign-in; the
+	// collector's goal still counts it (gcfloor.Expect).
+	lingering bool
+	dead      bool // a buffer died at deadAt completed collections and may still be on the heap
+	deadAt    uint64
+	gen       int // bumped by each acquire: a lingering buffer's release is called off
 }
 
+// linger is how long a lone hash's buffer waits for the next sign-in: a
+// trickle of sign-ins a second apart reuses it.
+const linger = time.Second
+
 func newHasher(params ScryptParams, concurrency int) *hasher {
-	return &hasher{params: params.orDefault(), sem: make(chan struct{}, concurrency), collect: runtime.GC, release: debug.FreeOSMemory}
+	return &hasher{params: params.orDefault(), sem: make(chan struct{}, concurrency), linger: linger,
+		collect: runtime.GC, cycles: gcCycles, release: debug.FreeOSMemory}
+}
+
+// gcCycles reads the number of completed collections.
+func gcCycles() uint64 {
+	s := []rtmetrics.Sample{{Name: "/gc/cycles/total:gc-cycles"}}
+	rtmetrics.Read(s)
+	return s[0].Value.Uint64()
 }
 
 // storeReserve is the part of a request's deadline that waiting for a
@@ -122,33 +148,97 @@ func (h *hasher) acquire(ctx context.Context) error {
 			return ctx.Err()
 		}
 	}
+	if h.bufBytes() < bigBuffer {
+		return nil
+	}
 	h.mu.Lock()
 	h.running++
+	h.gen++
+	h.wide = h.wide || h.running > 1
+	reuse := h.lingering // the goal already counts the lingering buffer
+	h.lingering = false
 	h.mu.Unlock()
 	h.collecting.Lock()
-	if h.dead.Swap(false) {
+	defer h.collecting.Unlock()
+	h.mu.Lock()
+	// A collection that started after the buffer died has freed it: the
+	// one under way when it died may not have (cycles counts completed
+	// ones), the one after it has.
+	stale := h.dead && h.cycles() < h.deadAt+2
+	h.dead = false
+	h.mu.Unlock()
+	if stale {
 		h.collect()
 	}
-	h.collecting.Unlock()
+	if !reuse {
+		gcfloor.Expect(h.bufBytes(), true)
+	}
 	return nil
 }
 
-// put frees the slot. The last hash of a burst hands the memory back
-// before its answer goes out (FreeOSMemory takes a few ms), so whatever
-// the client sends next meets a process back at its idle size.
+// bufBytes is one hash's work memory: 128 x N x r.
+func (h *hasher) bufBytes() int64 { return 128 * int64(h.params.N) * int64(h.params.R) }
+
+// bigBuffer: below the runtime's smallest heap goal (4 MiB), a hash's
+// buffer is ordinary garbage the collector's pace handles (the cheap
+// costs tests use); the steps above are for Better Auth's 32 MiB.
+const bigBuffer = 4 << 20
+
+// put frees the slot. The end of a burst that ran hashes side by side
+// hands the memory back before its answer goes out, so whatever the
+// client sends next meets a process back at its idle size; a lone hash's
+// buffer lingers for the next sign-in.
 func (h *hasher) put() {
-	h.dead.Store(true)
+	if h.bufBytes() < bigBuffer {
+		<-h.sem
+		return
+	}
 	h.mu.Lock()
 	h.running--
-	idle := h.running == 0
-	h.mu.Unlock()
-	<-h.sem
-	if idle && h.waiting.Load() == 0 {
-		h.releasing.Lock()
-		h.dead.Store(false) // the release collects first
-		h.release()
-		h.releasing.Unlock()
+	h.dead, h.deadAt = true, h.cycles()
+	idle, wide, gen := h.running == 0, h.wide, h.gen
+	lone := idle && !wide
+	if idle {
+		h.wide = false
 	}
+	h.lingering = lone
+	h.mu.Unlock()
+	if !lone {
+		// Within a burst the next hash collects before it starts, and
+		// retunes; at its end the goal comes down at once.
+		gcfloor.Expect(-h.bufBytes(), idle)
+	}
+	<-h.sem
+	switch {
+	case !idle || h.waiting.Load() > 0 && !lone:
+	case wide:
+		h.releaseMemory()
+	default:
+		// The heap goal still counts the buffer, so the collector keeps
+		// its pages (and the runtime does not hand them back) for the next
+		// sign-in; the requests meanwhile may use them as headroom.
+		time.AfterFunc(h.linger, func() {
+			h.mu.Lock()
+			still := h.gen == gen && h.lingering
+			h.lingering = h.lingering && !still
+			h.mu.Unlock()
+			if still {
+				gcfloor.Expect(-h.bufBytes(), true)
+				h.releaseMemory()
+			}
+		})
+	}
+}
+
+// releaseMemory collects the dead buffers and returns the heap's free
+// pages to the OS.
+func (h *hasher) releaseMemory() {
+	h.releasing.Lock()
+	defer h.releasing.Unlock()
+	h.mu.Lock()
+	h.dead = false
+	h.mu.Unlock()
+	h.release()
 }
 
 // derive is Better Auth's recipe: the salt is the 32-char hex string used

@@ -12,37 +12,61 @@ import (
 	"time"
 )
 
-// TestHasherCollectsAndReleases: within a burst, a hash that starts after
-// another ended collects first (the dead buffer's pages are reused rather
-// than the heap grown), and the end of the burst hands the memory back to
-// the OS before the last hash returns; so does an isolated hash.
+// TestHasherCollectsAndReleases: a hash that starts after another ended
+// collects first unless a collection has run since (the dead buffer's pages
+// are reused rather than the heap grown); a burst that ran hashes side by
+// side hands the memory back to the OS before its last hash returns; a
+// lone hash's buffer lingers for the next one, then goes back too.
 func TestHasherCollectsAndReleases(t *testing.T) {
-	h := newHasher(ScryptParams{N: 1024, R: 8, P: 1}, 2)
+	h := newHasher(ScryptParams{N: 4096, R: 8, P: 1}, 2) // 4 MiB: the smallest buffer the steps are for
+	h.linger = 50 * time.Millisecond
 	var collected, released atomic.Int32
-	h.collect = func() { collected.Add(1) }
+	var cycles atomic.Uint64
+	h.collect = func() { collected.Add(1); cycles.Add(2) }
+	h.cycles = cycles.Load
 	h.release = func() { released.Add(1) }
 	ctx := context.Background()
 	waitReleased := func(want int32) {
 		t.Helper()
-		if n := released.Load(); n < want {
-			t.Fatalf("released %d times, want at least %d", n, want)
+		for deadline := time.Now().Add(5 * time.Second); released.Load() < want && time.Now().Before(deadline); {
+			time.Sleep(time.Millisecond)
+		}
+		if n := released.Load(); n != want {
+			t.Fatalf("released %d times, want %d", n, want)
 		}
 	}
 
+	// A trickle: the second hash reuses the first's buffer (one
+	// collection, no release between); the release comes linger after
+	// the last.
 	stored, err := h.hash(ctx, "pw-one")
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitReleased(1)
 	if ok, err := h.verify(ctx, "pw-one", stored); err != nil || !ok {
 		t.Fatalf("verify: %t %v", ok, err)
 	}
-	waitReleased(2)
-	if n := collected.Load(); n != 0 {
-		t.Errorf("isolated hashes collected %d times, want 0 (the release collects)", n)
+	if c, r := collected.Load(), released.Load(); c != 1 || r != 0 {
+		t.Errorf("two hashes in a row: collected %d, released %d; want 1 and 0", c, r)
 	}
+	waitReleased(1)
 
-	released.Store(0)
+	// A collection that ran after the buffer died has freed it already.
+	if _, err := h.hash(ctx, "pw"); err != nil {
+		t.Fatal(err)
+	}
+	cycles.Add(2)
+	collected.Store(0)
+	if _, err := h.hash(ctx, "pw"); err != nil {
+		t.Fatal(err)
+	}
+	if n := collected.Load(); n != 0 {
+		t.Errorf("a collection ran since the buffer died: collected %d more, want 0", n)
+	}
+	waitReleased(2)
+
+	// A burst side by side: released before the last hash returns.
+	collected.Store(0)
 	var wg sync.WaitGroup
 	const burst = 40
 	for range burst {
@@ -53,17 +77,18 @@ func TestHasherCollectsAndReleases(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	waitReleased(1)
+	if n := released.Load(); n < 3 {
+		t.Errorf("after a burst of %d on 2 slots: released %d times in all, want the burst's release done (3)", burst, n)
+	}
 	if n := collected.Load(); n < 1 || n > burst {
 		t.Errorf("a burst of %d hashes on 2 slots collected %d times, want 1..%d", burst, n, burst)
 	}
 	h.mu.Lock()
-	running := h.running
+	running, dead := h.running, h.dead
 	h.mu.Unlock()
-	if running != 0 || h.dead.Load() {
-		t.Errorf("after the burst and its release: %d running, dead buffer pending %t; want 0, false", running, h.dead.Load())
+	if running != 0 || dead {
+		t.Errorf("after the burst and its release: %d running, dead buffer pending %t; want 0, false", running, dead)
 	}
-	t.Logf("%d hashes: %d collections, %d releases", burst, collected.Load(), released.Load())
 }
 
 // TestHasherMemoryBounded hashes a burst with real work buffers (16 MiB

@@ -182,9 +182,11 @@ func New(ctx context.Context, o Options) (_ *Sidecar, err error) {
 }
 
 // gcHeapFloor is the heap size below which the collector does not run.
-// 24 MiB held ~9 MiB more under load than 16: 2.15x a bare proxy's peak
-// RSS at 64 connections, against 1.8x (docs/benchmarks.md, g-64).
-const gcHeapFloor = 16 << 20
+// Under load at 64 connections a 24 MiB floor held 2.15x a bare proxy's
+// peak RSS, 16 MiB 1.8x (a run reached 1.94x), 12 MiB 1.6x
+// (docs/benchmarks.md, g-64). Each step down adds a few collections a
+// second under load, ~1.4 ms of CPU each: a few tenths of a percent.
+const gcHeapFloor = 12 << 20
 
 // checks are what /readyz runs: usable verification keys, in full mode a
 // usable signing key, and the database when health.ready_requires_database.
