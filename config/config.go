@@ -51,6 +51,10 @@ type Config struct {
 	Shutdown Shutdown `yaml:"shutdown"`
 	Cache    Cache    `yaml:"cache"`
 	Email    Email    `yaml:"email"`
+	// IdentityProviders are the OpenID Connect providers, Google and GitHub
+	// users may sign in with, besides their password. Default empty: none.
+	// Reloadable, whole: a reload that breaks any entry changes none.
+	IdentityProviders []IdentityProvider `yaml:"identity_providers"`
 }
 
 // Database says where users, sessions and signing keys are stored.
@@ -135,6 +139,15 @@ type Auth struct {
 	// unverified user signs in with the right password (and is refused).
 	// Default false, as Better Auth's sendOnSignIn.
 	SendVerificationOnSignin bool `yaml:"send_verification_on_signin"`
+	// SignInAfterVerification makes a verification link sign in the
+	// browser that opens it when that browser has no session (one signed
+	// in as the same user keeps its session; one signed in as another
+	// user keeps that one: the link never switches accounts). Default
+	// false, as Better Auth's autoSignInAfterVerification: anyone can send
+	// anyone a link for an address of their own, and a link that signs in
+	// would put the victim in the sender's account (login CSRF), where
+	// what they then store is the sender's to read.
+	SignInAfterVerification bool `yaml:"sign_in_after_verification"`
 	// RevokeSessionsOnPasswordReset ends every cookie session of a user
 	// whose password is reset by link. Default true (Better Auth's default
 	// is false): whoever had the old password may hold a session. Issued
@@ -181,7 +194,8 @@ type Routes struct {
 	// "X-User-Id". Must be a valid header name and not a header the proxy
 	// itself relies on (Authorization, Cookie, Host, ...).
 	IdentityHeader string `yaml:"identity_header"`
-	// CookieOnly lists exact paths authenticated by the session cookie
+	// CookieOnly lists paths (exact, or a prefix when ending in "/")
+	// authenticated by the session cookie
 	// instead of a Bearer JWT, for top-level navigations that cannot send an
 	// Authorization header. Default ["/api/mcp-oauth/authorize"], and empty
 	// in verifier mode. Empty: no cookie-authenticated business route.
@@ -198,8 +212,10 @@ type Routes struct {
 	WebsocketPrefixes []string `yaml:"websocket_prefixes"`
 	// Admin lists path prefixes that additionally require one of some roles,
 	// checked against the database once per request. Default
-	// [{prefix: "/api/admin/", roles: [admin]}], and empty in verifier mode.
-	// Empty: no role checks.
+	// [{prefix: "/api/admin/", roles: [admin]}]. A verifier without a
+	// database cannot check roles: it answers these routes 403 (and refuses
+	// them written out). Empty: no role checks, the paths are business
+	// routes.
 	Admin []AdminRoute `yaml:"admin"`
 }
 
@@ -252,9 +268,11 @@ type Proxy struct {
 	// request, in addition to the built-in ones (client copies of the
 	// identity header in any spelling, every header with "_" in its name,
 	// X-User-Role, X-Original-URL, X-Rewrite-URL, X-HTTP-Method-Override,
-	// X-Forwarded-Prefix, X-Real-IP, True-Client-IP and similar): name the
-	// headers your backend uses to pick a route, a method or a client.
-	// Default empty.
+	// X-Forwarded-Prefix, X-Real-IP, True-Client-IP and similar, and the
+	// identity headers other auth proxies set: Remote-User,
+	// X-Forwarded-User, X-Forwarded-Email, X-Auth-Request-User, ...; the
+	// list is in docs/limits.md): name the headers your backend uses to
+	// pick a route, a method, a client or a user. Default empty.
 	StripHeaders []string `yaml:"strip_headers"`
 	// ForwardAuthorization keeps the Authorization header on requests the
 	// sidecar authenticated with it. Default false: once verified, the
@@ -263,40 +281,6 @@ type Proxy struct {
 	// credential it could log or replay. Set true for an upstream that
 	// reads the JWT itself.
 	ForwardAuthorization bool `yaml:"forward_authorization"`
-}
-
-// Limits bounds what one client can make the sidecar do.
-type Limits struct {
-	// BodyBytes is the largest request body the sidecar reads for its own
-	// endpoints (sign-in, sign-up, ...). Default 65536. Between 1024 and
-	// 16 MiB. Proxied bodies are the upstream's business and not limited.
-	BodyBytes int64 `yaml:"body_bytes"`
-	// SigninPerEmail limits sign-in attempts per email address, slowing
-	// password guessing against one account. Default "5/m". Zero: off.
-	SigninPerEmail Rate `yaml:"signin_per_email"`
-	// SigninPerIP limits sign-in attempts per client IP, slowing password
-	// spraying across accounts. Default "20/m". Zero: off.
-	SigninPerIP Rate `yaml:"signin_per_ip"`
-	// SignupPerIP limits account creation per client IP. Default "10/m".
-	// Zero: off.
-	SignupPerIP Rate `yaml:"signup_per_ip"`
-	// PasswordHashConcurrency bounds concurrent password hashes, which are
-	// deliberately expensive; excess requests wait. Default 0, meaning
-	// GOMAXPROCS. Must not be negative.
-	PasswordHashConcurrency int `yaml:"password_hash_concurrency"`
-	// MailPerEmail limits reset mails, and separately verification mails,
-	// per address (each type its own budget), counted
-	// in the database so it holds across replicas. Over it the answer does
-	// not change (200) and no mail is queued, for known and unknown
-	// addresses alike. Default "3/h". Zero: off.
-	MailPerEmail Rate `yaml:"mail_per_email"`
-	// MailPerIP limits request-password-reset and send-verification-email
-	// calls per client IP (429 beyond). Default "10/h". Zero: off.
-	MailPerIP Rate `yaml:"mail_per_ip"`
-	// TokenPerIP limits uses of reset and verification links (reset-password,
-	// verify-email) per client IP, slowing a token-guessing run (429
-	// beyond). Default "30/m". Zero: off.
-	TokenPerIP Rate `yaml:"token_per_ip"`
 }
 
 // Email configures how password-reset and verification mails are
@@ -311,8 +295,9 @@ type Email struct {
 	// "Example <no-reply@example.com>". Required for smtp.
 	From string `yaml:"from"`
 	// MaxAttempts is how many deliveries of one message are tried before it
-	// is marked dead (counted; see "authsidecar outbox"). Default 10,
-	// between 1 and 100. Retries back off exponentially from 5s to 1h.
+	// is marked dead (counted at each claim, so a try that kills the process
+	// counts too; see "authsidecar outbox"). Default 10, between 1 and 100.
+	// Retries back off exponentially from 5s to 1h.
 	MaxAttempts int     `yaml:"max_attempts"`
 	SMTP        SMTP    `yaml:"smtp"`
 	Webhook     Webhook `yaml:"webhook"`
@@ -382,6 +367,14 @@ type Metrics struct {
 	// reveal internals and cost CPU, so they are opt-in and never on the
 	// public port.
 	Pprof bool `yaml:"pprof"`
+	// ReloadTokenEnv names an environment variable holding a bearer token
+	// that POST /-/reload then requires (Authorization: Bearer <token>;
+	// 401 without it). Default empty: no token, and reloading needs only
+	// reaching the admin listener, which must never be exposed. The value
+	// must be at least 16 bytes. Whatever this says, the admin listener
+	// refuses every request a browser marks as sent by a page (an Origin
+	// header, or Sec-Fetch-Site other than none).
+	ReloadTokenEnv string `yaml:"reload_token_env"`
 }
 
 // Health configures the readiness probe.
@@ -467,13 +460,17 @@ func Default() Config {
 			StripHeaders:          []string{},
 		},
 		Limits: Limits{
-			BodyBytes:      64 << 10,
-			SigninPerEmail: Rate{N: 5, Per: time.Minute},
-			SigninPerIP:    Rate{N: 20, Per: time.Minute},
-			SignupPerIP:    Rate{N: 10, Per: time.Minute},
-			MailPerEmail:   Rate{N: 3, Per: time.Hour},
-			MailPerIP:      Rate{N: 10, Per: time.Hour},
-			TokenPerIP:     Rate{N: 30, Per: time.Minute},
+			BodyBytes:            64 << 10,
+			SigninPerEmail:       Rate{N: 5, Per: time.Minute},
+			SigninPerIP:          Rate{N: 20, Per: time.Minute},
+			SignupPerIP:          Rate{N: 10, Per: time.Minute},
+			MailPerEmail:         Rate{N: 3, Per: time.Hour},
+			MailPerIP:            Rate{N: 10, Per: time.Hour},
+			TokenPerIP:           Rate{N: 30, Per: time.Minute},
+			PasswordCheckPerUser: Rate{N: 5, Per: time.Minute},
+			PasswordCheckPerIP:   Rate{N: 20, Per: time.Minute},
+			IPv6Prefix:           64,
+			BodyReadTimeout:      Duration(10 * time.Second),
 		},
 		Metrics:  Metrics{Listen: "127.0.0.1:9090"},
 		Health:   Health{ReadyRequiresDatabase: true},
@@ -486,5 +483,6 @@ func Default() Config {
 			SMTP:        SMTP{PasswordEnv: "SMTP_PASSWORD", TLS: TLSStartTLS},
 			Webhook:     Webhook{SecretEnv: "EMAIL_WEBHOOK_SECRET", Timeout: Duration(10 * time.Second)},
 		},
+		IdentityProviders: []IdentityProvider{},
 	}
 }

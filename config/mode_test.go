@@ -1,13 +1,15 @@
 package config
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 )
 
 // TestMinimalVerifier: the issue's minimal verifier config parses, and
-// verifier mode's defaults (no database, no cookie-only or admin routes)
-// apply to the keys it leaves out.
+// verifier mode's defaults (no database, no cookie-only routes) apply to
+// the keys it leaves out. The default admin routes stay: without a
+// database they are answered 403, never forwarded (TestVerifierAdminRoutes).
 func TestMinimalVerifier(t *testing.T) {
 	cfg, err := Parse("verifier.yaml", []byte(`mode: verifier
 listen: "127.0.0.1:8081"
@@ -21,8 +23,8 @@ metrics:
 	if err != nil {
 		t.Fatalf("got %v, want the minimal verifier config to parse", err)
 	}
-	if cfg.Database.Driver != "none" || len(cfg.Routes.CookieOnly) != 0 || len(cfg.Routes.Admin) != 0 {
-		t.Errorf("got driver %q, cookie_only %v, admin %v; want none and empty lists", cfg.Database.Driver, cfg.Routes.CookieOnly, cfg.Routes.Admin)
+	if cfg.Database.Driver != "none" || len(cfg.Routes.CookieOnly) != 0 || !reflect.DeepEqual(cfg.Routes.Admin, Default().Routes.Admin) {
+		t.Errorf("got driver %q, cookie_only %v, admin %v; want none, none and the default admin routes", cfg.Database.Driver, cfg.Routes.CookieOnly, cfg.Routes.Admin)
 	}
 	if cfg.NeedsSecret() {
 		t.Error("got NeedsSecret true, want a verifier without cookie routes to need no AUTH_SECRET")
@@ -49,7 +51,7 @@ auth:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !cfg.NeedsSecret() || len(cfg.Routes.Admin) != 0 || cfg.JWTIssuer() != "https://auth.example.com" {
+	if !cfg.NeedsSecret() || !reflect.DeepEqual(cfg.Routes.Admin, Default().Routes.Admin) || cfg.JWTIssuer() != "https://auth.example.com" {
 		t.Errorf("got NeedsSecret %v, admin %v, issuer %q", cfg.NeedsSecret(), cfg.Routes.Admin, cfg.JWTIssuer())
 	}
 }
@@ -89,5 +91,45 @@ func TestLoadDatabaseURL(t *testing.T) {
 	// Other drivers need no URL.
 	if s, err := Default().LoadDatabaseURL(func(string) string { return "" }); err != nil || s.Bytes() != nil {
 		t.Errorf("sqlite: got %v %v, want no URL and no error", s, err)
+	}
+}
+
+// TestVerifierAdminRoutes: a verifier never forwards a route whose role it
+// cannot check. Without a database the admin routes (the default ones
+// included) stay, and the sidecar answers them 403; written out they are
+// refused at start, at their line; "routes.admin: []" is the explicit way
+// to forward them to an upstream that checks roles itself. With a
+// database they are role-checked as in full mode.
+func TestVerifierAdminRoutes(t *testing.T) {
+	const head = "mode: verifier\nkeys: { jwks_url: \"https://auth.example.com/api/auth/jwks\" }\n"
+	def := Default().Routes.Admin
+	tests := []struct {
+		name, file string
+		want       []AdminRoute
+		err        string
+	}{
+		{"no database, unset", head, def, ""},
+		{"no database, opted out", head + "routes: { admin: [] }\n", []AdminRoute{}, ""},
+		{"no database, written", head + "routes:\n  admin:\n    - { prefix: /api/ops/, roles: [ops] }\n", nil,
+			`v.yaml:4: routes.admin: needs a database to read user_role, and database.driver is "none": remove the routes, write routes.admin: [] if the upstream checks roles itself, or use the issuers' postgres database`},
+		{"database, unset", head + "database: { driver: postgres }\n", def, ""},
+		{"database, written", head + "database: { driver: postgres }\nroutes: { admin: [{ prefix: /api/ops/, roles: [ops] }] }\n", []AdminRoute{{Prefix: "/api/ops/", Roles: []string{"ops"}}}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg, err := Parse("v.yaml", []byte(tt.file))
+			if tt.err != "" {
+				if err == nil || err.Error() != tt.err {
+					t.Fatalf("got %v, want %s", err, tt.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(cfg.Routes.Admin, tt.want) {
+				t.Errorf("routes.admin: got %+v, want %+v", cfg.Routes.Admin, tt.want)
+			}
+		})
 	}
 }

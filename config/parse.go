@@ -56,7 +56,7 @@ func Parse(name string, data []byte) (Config, error) {
 		}
 	}
 	cfg.modeDefaults(ix.has)
-	if err := errors.Join(cfg.Validate(), driverKeys(cfg, ix.has)); err != nil {
+	if err := errors.Join(cfg.Validate(), driverKeys(cfg, ix.has), writtenAdminRoutes(cfg, ix.has)); err != nil {
 		errs := []error{err}
 		if joined, ok := err.(interface{ Unwrap() []error }); ok {
 			errs = joined.Unwrap()
@@ -146,8 +146,11 @@ func flatten(errs []error) []error {
 }
 
 // modeDefaults applies the defaults that depend on mode, to keys the file
-// does not set: a verifier has no database and so no cookie-only or admin
-// routes unless it is given them (with a database to serve them).
+// does not set: a verifier has no database and so no cookie-only routes
+// unless it is given them (with a database to serve them). Its admin
+// routes stay: a verifier never forwards a route whose role it cannot
+// check, so without a database they are answered 403 (routes.admin: []
+// forwards them).
 func (c *Config) modeDefaults(has func(path string) bool) {
 	if !c.Verifier() {
 		return
@@ -158,9 +161,20 @@ func (c *Config) modeDefaults(has func(path string) bool) {
 	if !has("routes.cookie_only") {
 		c.Routes.CookieOnly = []string{}
 	}
-	if !has("routes.admin") {
-		c.Routes.Admin = []AdminRoute{}
+}
+
+// writtenAdminRoutes refuses admin routes written out for a verifier
+// without a database: it could only answer them 403, which whoever wrote
+// them did not mean. The defaults, not written, are answered 403 quietly.
+// Only a file can say what it set, so this is checked here and not in
+// Validate.
+func writtenAdminRoutes(c Config, has func(path string) bool) error {
+	if !c.Verifier() || c.Database.Driver != DriverNone || !has("routes.admin") || len(c.Routes.Admin) == 0 {
+		return nil
 	}
+	var p problems
+	p.addRelated("routes.admin", "database.driver", `needs a database to read user_role, and database.driver is "none": remove the routes, write routes.admin: [] if the upstream checks roles itself, or use the issuers' postgres database`)
+	return errors.Join(p...)
 }
 
 // driverKeys refuses settings of one database driver written for another:

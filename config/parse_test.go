@@ -35,6 +35,9 @@ var badFiles = map[string]string{
 	"bad-duration-word.yaml":     `bad-duration-word.yaml:2: shutdown.grace: invalid duration "soon": want a number with a unit, like 30s, 10m or 720h`,
 	"bad-rate.yaml":              `bad-rate.yaml:2: limits.signin_per_ip: invalid rate "20/d": want N/s, N/m or N/h (e.g. 5/m), or off`,
 	"bad-rate-zero.yaml":         `bad-rate-zero.yaml:2: limits.signup_per_ip: invalid rate "0/m": N must be positive; write off to disable the limit`,
+	"bad-ipv6-prefix.yaml":       `bad-ipv6-prefix.yaml:2: limits.ipv6_prefix: must be between 32 and 128 (a prefix length; 64 groups each /64, 128 counts every address), got 16`,
+	"bad-body-read-timeout.yaml": `bad-body-read-timeout.yaml:2: limits.body_read_timeout: must be between 1s and 5m, got 0s`,
+	"bad-reload-token-env.yaml":  `bad-reload-token-env.yaml:2: metrics.reload_token_env: must be an environment variable name like AUTH_SECRET, got "reload token"`,
 
 	// Addresses and URLs.
 	"bad-listen.yaml":              `bad-listen.yaml:2: listen: "localhost" is not host:port (e.g. 127.0.0.1:8080): missing port in address`,
@@ -61,7 +64,7 @@ var badFiles = map[string]string{
 	"bad-jwks-url-full.yaml":        `bad-jwks-url-full.yaml:2: keys.jwks_url: is only for mode verifier: a full sidecar verifies with the keys in its own database`,
 	"bad-jwks-ca-file.yaml":         `bad-jwks-ca-file.yaml:2: keys.jwks_ca_file: is only used with keys.jwks_url, which is not set`,
 	"bad-verifier-routes-no-db.yaml": "bad-verifier-routes-no-db.yaml:5: routes.cookie_only: needs a database to look sessions up, and database.driver is \"none\": remove the routes or use the issuers' postgres database\n" +
-		"bad-verifier-routes-no-db.yaml:7: routes.admin: needs a database to read user_role, and database.driver is \"none\": remove the routes or use the issuers' postgres database",
+		"bad-verifier-routes-no-db.yaml:7: routes.admin: needs a database to read user_role, and database.driver is \"none\": remove the routes, write routes.admin: [] if the upstream checks roles itself, or use the issuers' postgres database",
 	"bad-verifier-sqlite.yaml": "bad-verifier-sqlite.yaml:3: database.driver: \"sqlite\" cannot be shared with the issuers a verifier trusts: want \"none\" or \"postgres\"\n" +
 		"bad-verifier-sqlite.yaml:5: keys.jwks_url: must be an absolute http or https URL like https://app.example.com, got \"ftp://auth.example.com/jwks\"",
 	"bad-auth-issuer.yaml":   `bad-auth-issuer.yaml:2: auth.issuer: must be printable ASCII without spaces, like https://auth.example.com, got "https://auth example.com"`,
@@ -134,6 +137,44 @@ var badFiles = map[string]string{
 
 	// Several problems in one file: all reported, in line order, decoding
 	// and validation problems together.
+	// identity_providers
+	"bad-idp-duplicate-id.yaml": `bad-idp-duplicate-id.yaml:6: identity_providers[1].id: "google" is a duplicate of identity_providers[0].id`,
+	"bad-idp-http-issuer.yaml": strings.Join([]string{
+		`bad-idp-http-issuer.yaml:5: identity_providers[0].issuer: "http://idp.example.com": plain http is only allowed to a loopback address (codes, tokens and the client secret travel here); use https`,
+		`bad-idp-http-issuer.yaml:8: identity_providers[0].endpoints.token: "http://10.0.0.5/token": plain http is only allowed to a loopback address (codes, tokens and the client secret travel here); use https`,
+	}, "\n"),
+	"bad-idp-id.yaml": strings.Join([]string{
+		`bad-idp-id.yaml:2: identity_providers[0].id: "Corp IdP": want lowercase letters, digits, - and _, at most 64 bytes`,
+		`bad-idp-id.yaml:6: identity_providers[1].id: "credential" is the password account's provider id; choose another`,
+		`bad-idp-id.yaml:10: identity_providers[2].id: is required: the name on the wire, like corp (callback /api/auth/callback/corp)`,
+	}, "\n"),
+	"bad-idp-inline-secret.yaml": `bad-idp-inline-secret.yaml:7: identity_providers[0].client_secret: unknown key`,
+	"bad-idp-kind-options.yaml": strings.Join([]string{
+		`bad-idp-kind-options.yaml:4: identity_providers[0].issuer: is not used by kind github (it has no OpenID issuer): remove it, or set endpoints for GitHub Enterprise`,
+		`bad-idp-kind-options.yaml:7: identity_providers[0].required_claims: is only for kinds oidc and google: GitHub has no id token (use allowed_organizations)`,
+		`bad-idp-kind-options.yaml:10: identity_providers[0].endpoints.jwks: is not used by kind github`,
+		`bad-idp-kind-options.yaml:15: identity_providers[1].allowed_organizations: is only for kind github (use required_claims with your provider's groups claim)`,
+		`bad-idp-kind-options.yaml:17: identity_providers[1].endpoints.api: is not used by kind oidc`,
+	}, "\n"),
+	"bad-idp-kind.yaml":           `bad-idp-kind.yaml:3: identity_providers[0].kind: must be "oidc", "google" or "github", got "saml"`,
+	"bad-idp-oidc-no-issuer.yaml": `bad-idp-oidc-no-issuer.yaml:3: identity_providers[0].issuer: is required for kind oidc: the provider's issuer URL, like https://idp.example.com (discovery at <issuer>/.well-known/openid-configuration)`,
+	"bad-idp-rules.yaml": strings.Join([]string{
+		`bad-idp-rules.yaml:6: identity_providers[0].scopes[0]: "openid email" is not one scope: no spaces, quotes or backslashes`,
+		`bad-idp-rules.yaml:7: identity_providers[0].allowed_email_domains[0]: "@example.com": want a domain like example.com, without the @`,
+		`bad-idp-rules.yaml:7: identity_providers[0].allowed_email_domains[2]: "example.com" is a duplicate of identity_providers[0].allowed_email_domains[1]`,
+		`bad-idp-rules.yaml:8: identity_providers[0].required_claims.groups: must list at least one value`,
+		`bad-idp-rules.yaml:14: identity_providers[1].allowed_organizations[0]: "acme inc" is not a GitHub organization login`,
+	}, "\n"),
+	"bad-idp-secret-env.yaml": strings.Join([]string{
+		`bad-idp-secret-env.yaml:2: identity_providers[0].client_secret_env: is required for kind google: the environment variable holding the client secret`,
+		`bad-idp-secret-env.yaml:9: identity_providers[1].client_secret_env: must be an environment variable name like AUTH_SECRET, got "CORP-SECRET"`,
+	}, "\n"),
+	"bad-idp-types.yaml": strings.Join([]string{
+		`bad-idp-types.yaml:6: identity_providers[0].sign_up: want true or false, got "maybe"`,
+		`bad-idp-types.yaml:8: identity_providers[0].required_claims: want a value or a list of values, got a mapping`,
+	}, "\n"),
+	"bad-idp-verifier.yaml": `bad-idp-verifier.yaml:4: identity_providers: is only for mode full: a verifier serves no /api/auth/*`,
+
 	"bad-several.yaml": strings.Join([]string{
 		`bad-several.yaml:2: listen: "localhost" is not host:port (e.g. 127.0.0.1:8080): missing port in address`,
 		`bad-several.yaml:4: auth.jwt_ttl: must be positive, got -1h`,

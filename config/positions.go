@@ -33,6 +33,7 @@ func (e entry) depth() int { return strings.Count(e.path, ".") + strings.Count(e
 type positions struct {
 	entries []entry
 	line    map[string]int // path -> line of its first occurrence
+	blamed  map[int]bool   // entries a decode error was reported at (source)
 }
 
 // index walks doc alongside the Config type, recording every key and list

@@ -26,6 +26,7 @@ var Reloadable = []string{
 	"keys.max_age",
 	"keys.cooldown",
 	"keys.stale_if_error",
+	"identity_providers",
 }
 
 // VerifierReloadable lists the paths a verifier (mode verifier before and

@@ -189,3 +189,37 @@ func TestSecretHint(t *testing.T) {
 		})
 	}
 }
+
+func TestLoadReloadToken(t *testing.T) {
+	tests := []struct {
+		name, env, value string
+		want             string // the token, or the error
+	}{
+		{"no name: no token", "", "", ""},
+		{"set", "RELOAD_TOKEN", "0123456789abcdef-token", "0123456789abcdef-token"},
+		{"unset", "RELOAD_TOKEN", "", "metrics.reload_token_env: $RELOAD_TOKEN is not set: export a random token (e.g. openssl rand -base64 32), or remove the key to require none"},
+		{"short", "RELOAD_TOKEN", "xyzzy", "metrics.reload_token_env: $RELOAD_TOKEN is too short: 5 bytes, want at least 16 (e.g. openssl rand -base64 32)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := Default()
+			c.Metrics.ReloadTokenEnv = tt.env
+			tok, err := c.LoadReloadToken(func(k string) string {
+				if k == tt.env {
+					return tt.value
+				}
+				return ""
+			})
+			got := string(tok.Bytes())
+			if err != nil {
+				got = err.Error()
+				if strings.Contains(got, tt.value) && tt.value != "" {
+					t.Errorf("the error shows the value: %s", got)
+				}
+			}
+			if got != tt.want {
+				t.Errorf("got %q, want %q", got, tt.want)
+			}
+		})
+	}
+}

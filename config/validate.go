@@ -55,7 +55,11 @@ func (c Config) Validate() error {
 	p.proxy(c.Proxy)
 	p.limits(c.Limits)
 	p.email(c)
+	p.identityProviders(c)
 	p.check("metrics.listen", checkListen(c.Metrics.Listen))
+	if c.Metrics.ReloadTokenEnv != "" {
+		p.check("metrics.reload_token_env", checkEnvName(c.Metrics.ReloadTokenEnv))
+	}
 	if c.Metrics.Listen == c.Listen && checkListen(c.Listen) == nil && !strings.HasSuffix(c.Listen, ":0") {
 		p.addRelated("metrics.listen", "listen", "must differ from listen (both are %q)", c.Listen)
 	}
@@ -115,16 +119,14 @@ func (p *problems) keys(k Keys, mode Mode) {
 }
 
 // withoutDatabase refuses routes that need a database when there is none:
-// a cookie session and a user_role row can only be read from one.
+// a cookie session can only be read from one. Admin routes are answered
+// 403 there instead (writtenAdminRoutes refuses them written out).
 func (p *problems) withoutDatabase(c Config) {
 	if c.Database.Driver != DriverNone || !c.Verifier() {
 		return // full mode refuses "none" itself
 	}
 	if len(c.Routes.CookieOnly) > 0 {
 		p.addRelated("routes.cookie_only", "database.driver", `needs a database to look sessions up, and database.driver is "none": remove the routes or use the issuers' postgres database`)
-	}
-	if len(c.Routes.Admin) > 0 {
-		p.addRelated("routes.admin", "database.driver", `needs a database to read user_role, and database.driver is "none": remove the routes or use the issuers' postgres database`)
 	}
 }
 
@@ -233,6 +235,10 @@ const (
 	maxBodyBytes = 16 << 20
 )
 
+// minIPv6Prefix: a /32 is what a registry allocates to a whole provider;
+// grouping wider would count unrelated networks as one client.
+const minIPv6Prefix = 32
+
 func (p *problems) limits(l Limits) {
 	if l.BodyBytes < minBodyBytes || l.BodyBytes > maxBodyBytes {
 		p.add("limits.body_bytes", "must be between %d (1 KiB) and %d (16 MiB), got %d", minBodyBytes, maxBodyBytes, l.BodyBytes)
@@ -243,6 +249,14 @@ func (p *problems) limits(l Limits) {
 	p.rate("limits.mail_per_email", l.MailPerEmail)
 	p.rate("limits.mail_per_ip", l.MailPerIP)
 	p.rate("limits.token_per_ip", l.TokenPerIP)
+	p.rate("limits.password_check_per_user", l.PasswordCheckPerUser)
+	p.rate("limits.password_check_per_ip", l.PasswordCheckPerIP)
+	if l.IPv6Prefix < minIPv6Prefix || l.IPv6Prefix > 128 {
+		p.add("limits.ipv6_prefix", "must be between %d and 128 (a prefix length; 64 groups each /64, 128 counts every address), got %d", minIPv6Prefix, l.IPv6Prefix)
+	}
+	if l.BodyReadTimeout < Duration(time.Second) || l.BodyReadTimeout > Duration(5*time.Minute) {
+		p.add("limits.body_read_timeout", "must be between 1s and 5m, got %s", l.BodyReadTimeout)
+	}
 	if l.PasswordHashConcurrency < 0 {
 		p.add("limits.password_hash_concurrency", "must not be negative (0 means GOMAXPROCS), got %d", l.PasswordHashConcurrency)
 	}

@@ -3,6 +3,7 @@ package config
 import (
 	"reflect"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -79,6 +80,12 @@ func (ix *positions) decodeProblem(s string) problem {
 	}
 	line, _ := strconv.Atoi(m[1])
 	msg := m[2]
+	if e, ok := ix.source(line, s); ok {
+		if m := cannotRE.FindStringSubmatch(msg); m != nil {
+			return problem{line: line, msg: e.path + ": want " + describeType(m[3]) + ", got " + describeNode(e.value)}
+		}
+		return problem{line: line, msg: e.path + ": " + msg}
+	}
 	if m := unknownFieldRE.FindStringSubmatch(msg); m != nil {
 		path := m[1]
 		if e, ok := ix.keyAt(line, m[1]); ok {
@@ -116,6 +123,65 @@ func (ix *positions) decodeProblem(s string) problem {
 		return problem{line: line, msg: e.path + ": " + msg}
 	}
 	return problem{line: line, msg: msg}
+}
+
+// source finds the entry whose value causes the decode error s on line:
+// the one that, decoded alone into its field's type, fails with s. yaml.v3
+// gives a line and no column, and in flow style ({a: 1, b: 2}) several
+// values share a line. Of entries failing alike (a mapping fails with its
+// bad child's error) the deepest wins; an entry already blamed for an
+// error is passed over, so the same mistake made twice on a line is
+// reported at each key.
+func (ix *positions) source(line int, s string) (entry, bool) {
+	best := -1
+	for i, e := range ix.entries {
+		if e.value.Line != line || ix.blamed[i] {
+			continue
+		}
+		t, ok := fieldType(e.path)
+		if !ok {
+			continue
+		}
+		err := e.value.Decode(reflect.New(t).Interface())
+		te, isType := err.(*yaml.TypeError)
+		if !isType || !slices.Contains(te.Errors, s) {
+			continue
+		}
+		if best < 0 || e.depth() > ix.entries[best].depth() {
+			best = i
+		}
+	}
+	if best < 0 {
+		return entry{}, false
+	}
+	if ix.blamed == nil {
+		ix.blamed = map[int]bool{}
+	}
+	ix.blamed[best] = true
+	return ix.entries[best], true
+}
+
+// fieldType returns the Go type a YAML path decodes into.
+func fieldType(path string) (reflect.Type, bool) {
+	t := reflect.TypeFor[Config]()
+	for _, seg := range strings.Split(path, ".") {
+		name, rest, _ := strings.Cut(seg, "[")
+		if t.Kind() != reflect.Struct || isLeaf(t) {
+			return nil, false
+		}
+		f, ok := yamlFields(t)[name]
+		if !ok {
+			return nil, false
+		}
+		t = t.Field(f).Type
+		for range strings.Count(rest, "]") {
+			if t.Kind() != reflect.Slice {
+				return nil, false
+			}
+			t = t.Elem()
+		}
+	}
+	return t, true
 }
 
 // keyAt finds the key named key on line.

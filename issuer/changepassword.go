@@ -5,8 +5,9 @@ import (
 )
 
 // changePassword replaces the password of the cookie session's user after
-// checking the current one; revokeOtherSessions signs out every other
-// session. Issued JWTs stay valid (docs/protocol.md).
+// checking the current one (checkPassword: limited per IP and per user);
+// revokeOtherSessions signs out every other session. Issued JWTs stay
+// valid (docs/protocol.md).
 func (iss *Issuer) changePassword(w http.ResponseWriter, r *http.Request) *apiError {
 	f, apiErr := readFields(w, r, iss.bodyBytes, false)
 	if apiErr != nil {
@@ -28,24 +29,15 @@ func (iss *Issuer) changePassword(w http.ResponseWriter, r *http.Request) *apiEr
 	if apiErr := iss.checkPasswordLength(next); apiErr != nil {
 		return apiErr
 	}
-	if len(current) > 4*iss.maxPw {
-		return errInvalidPassword
-	}
-	hash, err := iss.store.PasswordHash(r.Context(), u.ID)
-	if err != nil {
-		return storeErr(err)
-	}
-	ok, err := iss.hasher.verify(r.Context(), current, hash)
-	if err != nil {
-		return hashErr(w, err)
-	}
-	if !ok {
-		return errInvalidPassword
+	if apiErr := iss.checkPassword(w, r, u.ID, current); apiErr != nil {
+		return apiErr
 	}
 	newHash, err := iss.hasher.hash(r.Context(), next)
 	if err != nil {
 		return hashErr(w, err)
 	}
+	r, done := afterHash(r)
+	defer done()
 	if err := iss.store.SetPassword(r.Context(), u.ID, newHash, iss.now().UTC().Truncate(timeUnit)); err != nil {
 		return storeErr(err)
 	}

@@ -249,7 +249,7 @@ func TestTwoStepLogin(t *testing.T) {
 	}
 
 	// A fresh JWT each call.
-	r2 := e.do(http.MethodPost, "/api/auth/get-session", "", "", "Cookie", cookie)
+	r2 := e.do(http.MethodPost, "/api/auth/get-session", "", "", "Cookie", cookie, "Origin", "http://localhost:8080")
 	if r2.status != http.StatusOK || r2.header.Get("Set-Auth-Jwt") == "" || r2.header.Get("Set-Auth-Jwt") == token {
 		t.Errorf("POST get-session: got %d jwt=%q, want 200 and a new JWT", r2.status, r2.header.Get("Set-Auth-Jwt"))
 	}
@@ -273,7 +273,7 @@ func TestTwoStepLogin(t *testing.T) {
 	})
 
 	// Sign-out: the session goes, the JWT stays valid (docs/protocol.md).
-	out := e.do(http.MethodPost, "/api/auth/sign-out", "application/json", "{}", "Cookie", cookie)
+	out := e.do(http.MethodPost, "/api/auth/sign-out", "application/json", "{}", "Cookie", cookie, "Origin", "http://localhost:8080")
 	if out.status != http.StatusOK || string(out.body) != `{"success":true}` {
 		t.Fatalf("sign-out: got %d %s", out.status, out.body)
 	}
@@ -353,11 +353,11 @@ func TestChangePassword(t *testing.T) {
 	other := e.postJSON("/api/auth/sign-in/email", map[string]any{"email": "fay@example.com", "password": pw})
 	otherCookie := other.cookie("auth.session_token")
 
-	r := e.postJSON("/api/auth/change-password", map[string]any{"currentPassword": "not-the-password", "newPassword": "brand-new-password"}, "Cookie", cookie)
+	r := e.postJSON("/api/auth/change-password", map[string]any{"currentPassword": "not-the-password", "newPassword": "brand-new-password"}, "Cookie", cookie, "Origin", "http://localhost:8080")
 	if r.status != http.StatusBadRequest || r.code(t) != "INVALID_PASSWORD" {
 		t.Fatalf("wrong current: got %d %s, want 400 INVALID_PASSWORD", r.status, r.body)
 	}
-	r = e.postJSON("/api/auth/change-password", map[string]any{"currentPassword": pw, "newPassword": "short"}, "Cookie", cookie)
+	r = e.postJSON("/api/auth/change-password", map[string]any{"currentPassword": pw, "newPassword": "short"}, "Cookie", cookie, "Origin", "http://localhost:8080")
 	if r.status != http.StatusBadRequest || r.code(t) != "PASSWORD_TOO_SHORT" {
 		t.Fatalf("short new: got %d %s, want 400 PASSWORD_TOO_SHORT", r.status, r.body)
 	}
@@ -369,7 +369,7 @@ func TestChangePassword(t *testing.T) {
 		t.Fatalf("refused changes altered the password: %d %s", got.status, got.body)
 	}
 	before := e.count("session")
-	r = e.postJSON("/api/auth/change-password", map[string]any{"currentPassword": pw, "newPassword": "brand-new-password", "revokeOtherSessions": true}, "Cookie", cookie)
+	r = e.postJSON("/api/auth/change-password", map[string]any{"currentPassword": pw, "newPassword": "brand-new-password", "revokeOtherSessions": true}, "Cookie", cookie, "Origin", "http://localhost:8080")
 	if r.status != http.StatusOK {
 		t.Fatalf("got %d %s, want 200", r.status, r.body)
 	}
@@ -445,19 +445,23 @@ func TestJWKSAndRouting(t *testing.T) {
 func TestCrossOriginProtection(t *testing.T) {
 	e := newEnv(t, func(o *issuer.Options) { o.TrustedOrigins = []string{"https://app.example.com"} })
 	body := `{"name":"X","email":"%s@example.com","password":"` + pw + `"}`
+	// Sign-up follows Better Auth's formCsrfMiddleware: a browser's
+	// request (Sec-Fetch-*) must name its origin (TestCookielessOriginRules).
 	tests := []struct {
 		name   string
 		hdr    []string
 		status int
+		code   string
 	}{
-		{"no Origin, no Sec-Fetch (curl)", nil, 200},
-		{"base URL origin", []string{"Origin", "http://localhost:8080"}, 200},
-		{"trusted origin", []string{"Origin", "https://app.example.com"}, 200},
-		{"same-origin fetch", []string{"Sec-Fetch-Site", "same-origin"}, 200},
-		{"untrusted origin", []string{"Origin", "https://evil.example"}, 403},
-		{"cross-site fetch", []string{"Sec-Fetch-Site", "cross-site", "Origin", "https://evil.example"}, 403},
-		{"cross-site without Origin", []string{"Sec-Fetch-Site", "cross-site"}, 403},
-		{"null origin", []string{"Origin", "null"}, 403},
+		{"no Origin, no Sec-Fetch (curl)", nil, 200, ""},
+		{"base URL origin", []string{"Origin", "http://localhost:8080"}, 200, ""},
+		{"trusted origin", []string{"Origin", "https://app.example.com"}, 200, ""},
+		{"same-origin fetch with Origin", []string{"Sec-Fetch-Site", "same-origin", "Origin", "http://localhost:8080"}, 200, ""},
+		{"same-origin fetch without Origin", []string{"Sec-Fetch-Site", "same-origin"}, 403, "MISSING_OR_NULL_ORIGIN"},
+		{"untrusted origin", []string{"Origin", "https://evil.example"}, 403, "INVALID_ORIGIN"},
+		{"cross-site fetch", []string{"Sec-Fetch-Site", "cross-site", "Origin", "https://evil.example"}, 403, "INVALID_ORIGIN"},
+		{"cross-site without Origin", []string{"Sec-Fetch-Site", "cross-site"}, 403, "MISSING_OR_NULL_ORIGIN"},
+		{"null origin", []string{"Origin", "null"}, 403, "MISSING_OR_NULL_ORIGIN"},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -467,8 +471,8 @@ func TestCrossOriginProtection(t *testing.T) {
 				t.Fatalf("got %d %s, want %d", r.status, r.body, tt.status)
 			}
 			if tt.status == 403 {
-				if r.code(t) != "INVALID_ORIGIN" {
-					t.Errorf("got %s, want INVALID_ORIGIN", r.body)
+				if r.code(t) != tt.code {
+					t.Errorf("got %s, want %s", r.body, tt.code)
 				}
 				if e.count("user") != users {
 					t.Error("a refused cross-origin sign-up created a user")

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
-	"runtime"
 	"sort"
 	"strings"
 	"time"
@@ -58,9 +57,19 @@ type Options struct {
 	ClientIP func(*http.Request) string
 	// PasswordCost is the scrypt cost. Zero: Better Auth's (N=16384, r=16, p=1).
 	PasswordCost ScryptParams
+	// KeyCooldown is the unknown-kid cooldown of the verifiers of this
+	// issuer's JWTs (keys.cooldown): a key made by RotateKey is published
+	// this long, and a few seconds more, before it signs, so whoever
+	// meets its kid may fetch it. Zero: 30s.
+	KeyCooldown time.Duration
 	// OnNewKey is called with a newly created signing key before any JWT
 	// signed with it is issued. Zero: nothing is called.
 	OnNewKey func(PublicKey)
+	// Providers are the identity providers users may sign in with
+	// (sign-in/social); a running issuer changes them with Reload. Zero:
+	// none, and the social routes answer as for an unknown provider. With
+	// any, Store must also be an AccountStore.
+	Providers []Provider
 	// Registerer receives the issuer's metrics (sign-ins, sign-ups, JWTs
 	// issued). Zero: not registered.
 	Registerer prometheus.Registerer
@@ -68,27 +77,6 @@ type Options struct {
 	Logger *slog.Logger
 	// Now is the clock. Zero: time.Now.
 	Now func() time.Time
-}
-
-// Limits bound what one client can make the issuer do. The zero value
-// of each field is its default.
-type Limits struct {
-	// BodyBytes caps request bodies. Zero: 64 KiB.
-	BodyBytes int64
-	// PasswordHashConcurrency bounds simultaneous scrypt computations.
-	// Zero: GOMAXPROCS.
-	PasswordHashConcurrency int
-	// SignInPerIP, SignInPerEmail and SignUpPerIP limit attempts with token
-	// buckets (429 with Retry-After beyond). Zero: no limit. The per-email
-	// buckets live in the store, shared by every replica on it; the per-IP
-	// ones in this process.
-	SignInPerIP, SignInPerEmail, SignUpPerIP Rate
-	// MailPerIP limits the mail-sending endpoints per client IP (429
-	// beyond); MailPerEmail limits mails per address in the store (over
-	// it, nothing is queued and the answer does not change); TokenPerIP
-	// limits uses of reset and verification links per client IP. Zero: no
-	// limit.
-	MailPerIP, MailPerEmail, TokenPerIP Rate
 }
 
 // Issuer serves /api/auth/*. Create it with New.
@@ -118,22 +106,29 @@ type Issuer struct {
 	dummyHash  string
 	metrics    *metrics
 	rec        *recovery
+	social     *social
 
 	// Rebuilt by apply (New and each Reload): the limits, the origins
 	// trusted, the client IP and the routes that close over them. hasher
-	// is shared until PasswordHashConcurrency changes.
-	bodyBytes  int64
-	trusted    map[string]bool
-	csrf       *http.CrossOriginProtection
-	hasher     *hasher
-	routes     map[string]map[string]handlerFunc
-	clientIP   func(*http.Request) string
-	signInIP   *limiter
-	signInMail *sharedLimiter
-	signUpIP   *limiter
-	mailIP     *limiter
-	mailAddr   *sharedLimiter
-	tokenIP    *limiter
+	// is shared until PasswordHashConcurrency changes, and each per-IP
+	// limiter until its rate or v6Bits does (keepLimiter).
+	bodyBytes   int64
+	trusted     map[string]bool
+	csrf        *http.CrossOriginProtection
+	hasher      *hasher
+	routes      map[string]map[string]handlerFunc
+	providers   map[string]Provider
+	clientIP    func(*http.Request) string
+	signInIP    *limiter
+	signInMail  *sharedLimiter
+	signUpIP    *limiter
+	mailIP      *limiter
+	mailAddr    *sharedLimiter
+	tokenIP     *limiter
+	pwCheckIP   *limiter
+	pwCheckUser *sharedLimiter
+	v6Bits      int
+	bodyTimeout time.Duration
 }
 
 type handlerFunc func(w http.ResponseWriter, r *http.Request) *apiError
@@ -201,13 +196,16 @@ func New(ctx context.Context, o Options) (*Issuer, error) {
 		minPw:      o.MinPasswordLength,
 		maxPw:      o.MaxPasswordLength,
 		cookies:    cookies{secret: o.Secret, name: name, secure: secure, sameSite: o.CookieSameSite},
-		hasher:     newHasher(o.PasswordCost, hashSlots(o.PasswordHashConcurrency)),
+		hasher:     newHasher(o.PasswordCost, hashSlotCount(o.PasswordHashConcurrency)),
 		log:        o.Logger,
 		now:        o.Now,
 		metrics:    newMetrics(o.Registerer),
 		rec:        newRecovery(o.Recovery),
 	}
-	if err := iss.apply(ReloadOptions{TrustedOrigins: o.TrustedOrigins, Limits: o.Limits, ClientIP: o.ClientIP}); err != nil {
+	if iss.social, err = newSocial(o.Store, o.Secret, name); err != nil {
+		return nil, err
+	}
+	if err := iss.apply(ReloadOptions{TrustedOrigins: o.TrustedOrigins, Limits: o.Limits, ClientIP: o.ClientIP, Providers: o.Providers}); err != nil {
 		return nil, err
 	}
 	iss.jwtIssuer = o.JWTIssuer
@@ -215,10 +213,7 @@ func New(ctx context.Context, o Options) (*Issuer, error) {
 		iss.jwtIssuer = iss.origin
 	}
 	iss.sessions = &SessionReader{store: o.Store, cookies: iss.cookies, now: o.Now}
-	iss.keys = &keyring{
-		store: o.Store, secret: o.Secret, jwtTTL: o.JWTTTL, now: o.Now, log: o.Logger,
-		onNewKey: o.OnNewKey, decoded: map[string]*keyEntry{}, announced: map[string]bool{},
-	}
+	iss.keys = newKeyring(o.Store, o.Secret, o.JWTTTL, o.KeyCooldown, o.Now, o.Logger, o.OnNewKey)
 
 	if p := iss.rec.resetPage; p != "" && !iss.safeRedirect(p) {
 		return nil, fmt.Errorf("issuer: reset page %q is neither a path nor on base_url's origin or a trusted origin", p)
@@ -252,6 +247,13 @@ func (iss *Issuer) routeTable() map[string]map[string]handlerFunc {
 		"/send-verification-email": {http.MethodPost: iss.sendVerificationEmail},
 		"/verify-email":            {http.MethodGet: iss.verifyEmail},
 		resetPagePath:              {http.MethodGet: iss.resetPageGet, http.MethodPost: iss.resetPagePost},
+
+		"/sign-in/social":   {http.MethodPost: iss.signInSocial},
+		"/link-social":      {http.MethodPost: iss.linkSocial},
+		"/list-accounts":    {http.MethodGet: iss.listAccounts},
+		"/unlink-account":   {http.MethodPost: iss.unlinkAccount},
+		"/get-access-token": {http.MethodPost: iss.getAccessToken},
+		"/error":            {http.MethodGet: iss.errorPage, http.MethodHead: iss.errorPage},
 	}
 }
 
@@ -261,15 +263,18 @@ func (iss *Issuer) routeTable() map[string]map[string]handlerFunc {
 type ReloadOptions struct {
 	TrustedOrigins []string
 	Limits
-	ClientIP func(*http.Request) string
+	ClientIP  func(*http.Request) string
+	Providers []Provider
 }
 
 // Reload returns a new Issuer that serves with o's settings and shares
 // everything else with iss: the store, the signing keys, cookies,
 // metrics and the timing hash (so it costs no scrypt run and no query).
 // iss is not changed, so requests it is serving finish with the settings
-// they started with. The per-IP rate limits start afresh; the per-email
-// ones live in the store and keep their counts. A changed
+// they started with. A per-IP limit whose rate (and IPv6Prefix) did not
+// change keeps its buckets, shared with iss, so a reload does not let a
+// flood start afresh; a changed one starts empty. The per-email and
+// per-user ones live in the store and keep their counts. A changed
 // PasswordHashConcurrency gives the new issuer its own hashing slots:
 // while hashes started on iss finish, both sets may run.
 func (iss *Issuer) Reload(o ReloadOptions) (*Issuer, error) {
@@ -281,27 +286,41 @@ func (iss *Issuer) Reload(o ReloadOptions) (*Issuer, error) {
 }
 
 // apply sets what ReloadOptions holds, for New and for Reload alike: the
-// limiters (new buckets), the hashing slots when their number changed,
-// the trusted origins and the client IP function.
+// limiters (those whose settings changed start empty), the hashing slots
+// when their number changed, the trusted origins and the client IP
+// function.
 func (iss *Issuer) apply(o ReloadOptions) error {
 	l := o.Limits
 	iss.bodyBytes = l.BodyBytes
 	if iss.bodyBytes == 0 {
 		iss.bodyBytes = 64 << 10
 	}
-	if n := hashSlots(l.PasswordHashConcurrency); n != cap(iss.hasher.sem) {
+	iss.bodyTimeout = l.BodyReadTimeout
+	if iss.bodyTimeout == 0 {
+		iss.bodyTimeout = 10 * time.Second
+	}
+	iss.v6Bits = l.IPv6Prefix
+	if iss.v6Bits == 0 {
+		iss.v6Bits = 64
+	}
+	if iss.v6Bits < 0 || iss.v6Bits > 128 {
+		return fmt.Errorf("issuer: IPv6 prefix /%d is not between /1 and /128", l.IPv6Prefix)
+	}
+	if n := hashSlotCount(l.PasswordHashConcurrency); n != iss.hasher.slots.n {
 		iss.hasher = newHasher(iss.hasher.params, n)
 	}
 	iss.clientIP = o.ClientIP
 	if iss.clientIP == nil {
 		iss.clientIP = peerIP
 	}
-	iss.signInIP = newLimiter(l.SignInPerIP, iss.now)
+	iss.signInIP = keepLimiter(iss.signInIP, l.SignInPerIP, iss.v6Bits, iss.now)
 	iss.signInMail = newSharedLimiter(iss.store, l.SignInPerEmail, "signin_email:", iss.now)
-	iss.signUpIP = newLimiter(l.SignUpPerIP, iss.now)
-	iss.mailIP = newLimiter(l.MailPerIP, iss.now)
+	iss.signUpIP = keepLimiter(iss.signUpIP, l.SignUpPerIP, iss.v6Bits, iss.now)
+	iss.mailIP = keepLimiter(iss.mailIP, l.MailPerIP, iss.v6Bits, iss.now)
 	iss.mailAddr = newSharedLimiter(iss.store, l.MailPerEmail, "mail_email:", iss.now)
-	iss.tokenIP = newLimiter(l.TokenPerIP, iss.now)
+	iss.tokenIP = keepLimiter(iss.tokenIP, l.TokenPerIP, iss.v6Bits, iss.now)
+	iss.pwCheckIP = keepLimiter(iss.pwCheckIP, l.PasswordCheckPerIP, iss.v6Bits, iss.now)
+	iss.pwCheckUser = newSharedLimiter(iss.store, l.PasswordCheckPerUser, "password_user:", iss.now)
 	iss.trusted = map[string]bool{}
 	iss.csrf = http.NewCrossOriginProtection()
 	for _, origin := range append([]string{iss.origin}, o.TrustedOrigins...) {
@@ -310,16 +329,11 @@ func (iss *Issuer) apply(o ReloadOptions) error {
 		}
 		iss.trusted[origin] = true
 	}
+	if err := iss.setProviders(o.Providers); err != nil {
+		return err
+	}
 	iss.routes = iss.routeTable()
 	return nil
-}
-
-// hashSlots is PasswordHashConcurrency with its default.
-func hashSlots(n int) int {
-	if n <= 0 {
-		return runtime.GOMAXPROCS(0)
-	}
-	return n
 }
 
 // ServeHTTP routes /api/auth/* by hand: ServeMux would answer unknown
@@ -333,11 +347,17 @@ func (iss *Issuer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	methods, ok := iss.routes[sub]
 	if !ok {
-		// GET /reset-password/{token}: the one route with a parameter.
+		// GET /reset-password/{token} and /callback/{provider}: the routes
+		// with a parameter.
 		if tok, found := strings.CutPrefix(sub, "/reset-password/"); found && tok != "" && !strings.Contains(tok, "/") {
 			methods = map[string]handlerFunc{http.MethodGet: func(w http.ResponseWriter, r *http.Request) *apiError {
 				return iss.resetPasswordCallback(w, r, tok)
 			}}
+		} else if id, found := strings.CutPrefix(sub, "/callback/"); found && id != "" && !strings.Contains(id, "/") {
+			// Served whole here, cross-site POST included: the identity
+			// provider's form_post is one, and it is only bounced to GET.
+			iss.callback(w, r, id)
+			return
 		} else {
 			iss.fail(w, r, errNotFound)
 			return
@@ -354,23 +374,32 @@ func (iss *Issuer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		iss.fail(w, r, &apiError{status: http.StatusMethodNotAllowed, code: "METHOD_NOT_ALLOWED", message: "Method not allowed"})
 		return
 	}
-	// Cross-site protection for every state-changing request (it lets
-	// GET/HEAD through, and non-browser clients that send neither Origin
-	// nor Sec-Fetch-Site).
+	// The client's turn in the hashing queue: the key its per-IP limits
+	// use, so one address (or IPv6 prefix) cannot starve the others.
+	r = r.WithContext(withHashClient(r.Context(), clientKey(iss.clientIP(r), iss.v6Bits)))
+	iss.bodyDeadline(w, r)
+	// Cross-site protection for every state-changing request, before
+	// anything is read or changed (origin.go).
 	var apiErr *apiError
-	if err := iss.csrf.Check(r); err != nil {
-		iss.log.Info("cross-origin request refused", "path", logPath(r.URL.Path), "origin", r.Header.Get("Origin"), "sec_fetch_site", r.Header.Get("Sec-Fetch-Site"))
-		apiErr = errInvalidOrigin
+	if apiErr = iss.originCheck(r, sub); apiErr != nil {
+		iss.log.Info("cross-origin request refused", "path", logPath(r.URL.Path), "code", apiErr.code,
+			"origin", r.Header.Get("Origin"), "sec_fetch_site", r.Header.Get("Sec-Fetch-Site"))
 	} else {
+		if hashes[sub] {
+			r = withStoreBudget(r)
+		}
 		apiErr = h(w, r)
 	}
 	switch sub {
 	case "/sign-in/email":
-		if apiErr == errRateLimited {
+		switch apiErr {
+		case errRateLimited:
 			iss.metrics.signins.WithLabelValues("rate_limited").Inc()
-			break
+		case errLockedOut:
+			iss.metrics.signins.WithLabelValues("locked_out").Inc()
+		default:
+			iss.metrics.signins.WithLabelValues(result(apiErr)).Inc()
 		}
-		iss.metrics.signins.WithLabelValues(result(apiErr)).Inc()
 	case "/sign-up/email":
 		if apiErr == errRateLimited {
 			iss.metrics.signups.WithLabelValues("rate_limited").Inc()
@@ -415,8 +444,10 @@ func (iss *Issuer) PublicKeys(ctx context.Context) ([]PublicKey, error) {
 // known (for readiness).
 func (iss *Issuer) HasSigningKey() bool { return iss.keys.hasSigner() }
 
-// RotateKey makes a new signing key; the old ones stop signing but stay
-// in JWKS until the JWTs they signed have expired.
+// RotateKey makes the next signing key. It is published at once and
+// signs once it has been published longer than KeyCooldown; then the keys
+// signing before stop, but stay in JWKS until the JWTs they signed have
+// expired.
 func (iss *Issuer) RotateKey(ctx context.Context) (PublicKey, error) {
 	e, err := iss.keys.rotate(ctx)
 	if err != nil {
@@ -425,37 +456,41 @@ func (iss *Issuer) RotateKey(ctx context.Context) (PublicKey, error) {
 	return PublicKey{KID: e.rec.ID, Key: e.pub}, nil
 }
 
-// InspectKeys reports every stored key and whether it opens with secret,
-// without creating one: for "check" and "keys list". Zero jwtTTL and now
-// mean 30 days and time.Now.
-func InspectKeys(ctx context.Context, store Store, secret []byte, jwtTTL time.Duration, now func() time.Time, log *slog.Logger) ([]KeyInfo, error) {
-	if jwtTTL == 0 {
-		jwtTTL = 30 * 24 * time.Hour
+// KeyView is how stored keys are judged without an issuer, for "check"
+// and the "keys" commands: the Options of those names, with their zero
+// values.
+type KeyView struct {
+	Secret      []byte
+	JWTTTL      time.Duration
+	KeyCooldown time.Duration
+	Now         func() time.Time
+	Logger      *slog.Logger
+}
+
+func (v KeyView) keyring(store Store) *keyring {
+	if v.JWTTTL == 0 {
+		v.JWTTTL = 30 * 24 * time.Hour
 	}
-	if now == nil {
-		now = time.Now
+	if v.Now == nil {
+		v.Now = time.Now
 	}
-	if log == nil {
-		log = slog.Default()
+	if v.Logger == nil {
+		v.Logger = slog.Default()
 	}
-	k := &keyring{store: store, secret: secret, jwtTTL: jwtTTL, now: now, log: log, decoded: map[string]*keyEntry{}, announced: map[string]bool{}}
-	return k.inspect(ctx)
+	return newKeyring(store, v.Secret, v.JWTTTL, v.KeyCooldown, v.Now, v.Logger, nil)
+}
+
+// InspectKeys reports every stored key and whether it opens with the
+// secret, without creating one.
+func InspectKeys(ctx context.Context, store Store, v KeyView) ([]KeyInfo, error) {
+	return v.keyring(store).inspect(ctx)
 }
 
 // InspectKeyRecords is InspectKeys on records already read, newest first:
 // for "check", which reads them through a connection that cannot write
 // rather than through a Store.
-func InspectKeyRecords(recs []KeyRecord, secret []byte, jwtTTL time.Duration, now func() time.Time, log *slog.Logger) []KeyInfo {
-	if jwtTTL == 0 {
-		jwtTTL = 30 * 24 * time.Hour
-	}
-	if now == nil {
-		now = time.Now
-	}
-	if log == nil {
-		log = slog.Default()
-	}
-	k := &keyring{secret: secret, jwtTTL: jwtTTL, now: now, log: log, decoded: map[string]*keyEntry{}, announced: map[string]bool{}}
+func InspectKeyRecords(recs []KeyRecord, v KeyView) []KeyInfo {
+	k := v.keyring(nil)
 	return k.describe(k.decodeAll(recs))
 }
 

@@ -26,7 +26,17 @@ type KeyInfo struct {
 	// is still within publication (expires_at + jwt_ttl).
 	Usable  bool
 	Problem string // why not usable; empty when usable
+	// Signs: this key signs new JWTs now.
+	Signs bool
+	// SignsFrom is when a key published ahead of use (made by a rotation)
+	// starts to sign; zero for any other key.
+	SignsFrom time.Time
 }
+
+// keyPublishMargin is added to the verifiers' cooldown before a rotated-in
+// key signs: for the time between its created_at and its commit, and for
+// clock skew between the processes that compare those times.
+const keyPublishMargin = 5 * time.Second
 
 // keyEntry is a stored key decoded with the current secret.
 type keyEntry struct {
@@ -45,6 +55,12 @@ type keyring struct {
 	now      func() time.Time
 	log      *slog.Logger
 	onNewKey func(PublicKey)
+	// publish is how long a key is in the JWKS before it signs, when an
+	// older key can sign meanwhile: the verifiers' unknown-kid cooldown
+	// plus keyPublishMargin. Whoever meets its kid then last read the
+	// keys either after it was published, or longer than the cooldown
+	// ago, and so may read them again.
+	publish time.Duration
 
 	mu      sync.Mutex
 	decoded map[string]*keyEntry // by kid; decrypting every read is waste, and a bad key is logged once
@@ -53,6 +69,18 @@ type keyring struct {
 	// created (keys rotate) is announced before this process first signs
 	// with it, so the verifier never refuses a fresh JWT for a cooldown.
 	announced map[string]bool
+}
+
+// newKeyring is a keyring for the options of those names; a zero
+// cooldown is 30s.
+func newKeyring(store Store, secret []byte, jwtTTL, cooldown time.Duration, now func() time.Time, log *slog.Logger, onNewKey func(PublicKey)) *keyring {
+	if cooldown <= 0 {
+		cooldown = 30 * time.Second
+	}
+	return &keyring{
+		store: store, secret: secret, jwtTTL: jwtTTL, now: now, log: log, onNewKey: onNewKey,
+		publish: cooldown + keyPublishMargin, decoded: map[string]*keyEntry{}, announced: map[string]bool{},
+	}
 }
 
 // decode returns the decoded entry for rec, from cache when the row is unchanged.
@@ -134,9 +162,13 @@ func (k *keyring) inspect(ctx context.Context) ([]KeyInfo, error) {
 // describe reports decoded entries with their usability.
 func (k *keyring) describe(entries []*keyEntry) []KeyInfo {
 	now := k.now()
+	signer := k.signer(entries, now)
 	out := make([]KeyInfo, 0, len(entries))
 	for _, e := range entries {
-		ki := KeyInfo{KID: e.rec.ID, CreatedAt: e.rec.CreatedAt, ExpiresAt: e.rec.ExpiresAt, Usable: k.usable(e, now)}
+		ki := KeyInfo{KID: e.rec.ID, CreatedAt: e.rec.CreatedAt, ExpiresAt: e.rec.ExpiresAt, Usable: k.usable(e, now), Signs: e == signer}
+		if signer != nil && k.signs(e, now) && e.rec.CreatedAt.After(signer.rec.CreatedAt) {
+			ki.SignsFrom = e.rec.CreatedAt.Add(k.publish)
+		}
 		switch {
 		case e.err != nil:
 			ki.Problem = e.err.Error()
@@ -173,7 +205,7 @@ func (k *keyring) signingKey(ctx context.Context) (*keyEntry, error) {
 		}
 		return e, err
 	}
-	return k.createKey(ctx)
+	return k.createKey(ctx, k.now().UTC().Truncate(time.Millisecond))
 }
 
 func (k *keyring) currentSigner(ctx context.Context) (*keyEntry, error) {
@@ -181,13 +213,26 @@ func (k *keyring) currentSigner(ctx context.Context) (*keyEntry, error) {
 	if err != nil {
 		return nil, err
 	}
-	now := k.now()
+	return k.signer(entries, k.now()), nil
+}
+
+// signer picks the key that signs at now from entries (newest first): the
+// newest that may sign and has been published for k.publish; when none
+// has, the oldest that may sign, which was published first (a first key
+// that is rotated at once; or the only key, made at start or because
+// AUTH_SECRET changed and no older key opens). nil when none may.
+func (k *keyring) signer(entries []*keyEntry, now time.Time) *keyEntry {
+	var oldest *keyEntry
 	for _, e := range entries {
-		if k.signs(e, now) {
-			return e, nil
+		if !k.signs(e, now) {
+			continue
 		}
+		if !now.Before(e.rec.CreatedAt.Add(k.publish)) {
+			return e
+		}
+		oldest = e
 	}
-	return nil, nil
+	return oldest
 }
 
 // hasSigner reports, from memory, whether a key that may sign now is
@@ -204,9 +249,11 @@ func (k *keyring) hasSigner() bool {
 	return false
 }
 
-// rotate ends the signing period of every current signing key (they stay
-// published for jwt_ttl, so the JWTs they signed keep verifying) and
-// creates the key that signs from now on.
+// rotate creates the next signing key, published at once, and ends the
+// signing period of every key that signs now when the new one has been
+// published for k.publish: from then on the new key signs. The old ones
+// stay published for jwt_ttl after that, so the JWTs they signed keep
+// verifying.
 func (k *keyring) rotate(ctx context.Context) (*keyEntry, error) {
 	k.create.Lock()
 	defer k.create.Unlock()
@@ -220,15 +267,22 @@ func (k *keyring) rotate(ctx context.Context) (*keyEntry, error) {
 		return nil, err
 	}
 	// The new key goes in first: a get-session between the two steps then
-	// sees two signers and takes the newest, never none.
-	fresh, err := k.createKey(ctx)
+	// sees the old signer still signing, never none.
+	// Strictly newer than every key, even within one millisecond: which
+	// key is older decides which one signs.
+	now := k.now().UTC().Truncate(time.Millisecond)
+	for _, e := range entries {
+		if !now.After(e.rec.CreatedAt) {
+			now = e.rec.CreatedAt.Add(time.Millisecond)
+		}
+	}
+	fresh, err := k.createKey(ctx, now)
 	if err != nil {
 		return nil, err
 	}
-	now := k.now().UTC().Truncate(time.Millisecond)
 	for _, e := range entries {
 		if k.signs(e, now) {
-			if err := k.store.SetKeyExpiry(ctx, e.rec.ID, now); err != nil {
+			if err := k.store.SetKeyExpiry(ctx, e.rec.ID, now.Add(k.publish)); err != nil {
 				return nil, fmt.Errorf("retire key %s: %w", e.rec.ID, err)
 			}
 		}
@@ -239,7 +293,7 @@ func (k *keyring) rotate(ctx context.Context) (*keyEntry, error) {
 // createKey makes, stores and announces a new Ed25519 key. The verifier
 // hears of it (onNewKey) before the first JWT it signs leaves, so a fresh
 // token is never refused while the verifier's refetch cooldown runs.
-func (k *keyring) createKey(ctx context.Context) (*keyEntry, error) {
+func (k *keyring) createKey(ctx context.Context, created time.Time) (*keyEntry, error) {
 	pub, priv, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
 		return nil, fmt.Errorf("generate key: %w", err)
@@ -256,7 +310,7 @@ func (k *keyring) createKey(ctx context.Context) (*keyEntry, error) {
 		ID:         kid,
 		PublicKey:  marshalPublicKey(pub),
 		PrivateKey: sealed,
-		CreatedAt:  k.now().UTC().Truncate(time.Millisecond),
+		CreatedAt:  created,
 		Alg:        "EdDSA",
 		Crv:        "Ed25519",
 	}

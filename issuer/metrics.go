@@ -10,12 +10,15 @@ type metrics struct {
 	jwts    prometheus.Counter
 	// recovery counts the account-recovery endpoints by endpoint and result.
 	recovery *prometheus.CounterVec
+	// social counts sign-ins with identity providers by provider and
+	// result (callback.go's constants).
+	social *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
 	m := &metrics{
 		signins: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "authsidecar_signins_total", Help: "Sign-in attempts by result (ok, invalid_credentials, rejected, rate_limited, busy, error).",
+			Name: "authsidecar_signins_total", Help: "Sign-in attempts by result (ok, invalid_credentials, rejected, rate_limited: the per-IP limit, locked_out: the per-email limit, which refuses the right password too, busy, error).",
 		}, []string{"result"}),
 		signups: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "authsidecar_signups_total", Help: "Sign-up attempts by result (ok, exists, rejected, rate_limited, busy, error).",
@@ -27,6 +30,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "authsidecar_recovery_requests_total",
 			Help: "Account-recovery requests by endpoint (request-password-reset, reset-password, send-verification-email, verify-email) and result (ok, invalid_token, rejected, rate_limited, busy, error).",
 		}, []string{"endpoint", "result"}),
+		social: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "authsidecar_social_signins_total",
+			Help: "Sign-ins (and links) with identity providers, callback or id token, by provider and result (success, state_invalid, denied, invalid, refused, provider_unavailable, error).",
+		}, []string{"provider", "result"}),
 	}
 	for _, e := range []string{"request-password-reset", "reset-password", "send-verification-email", "verify-email"} {
 		for _, r := range []string{"ok", "invalid_token", "rejected", "rate_limited", "busy", "error"} {
@@ -36,14 +43,14 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	// Every result at 0 from the start, so alerts on their rates
 	// (deploy/prometheus/rules.yml) match a series on a fresh process and
 	// count its first event.
-	for _, r := range []string{"ok", "invalid_credentials", "rejected", "rate_limited", "busy", "error"} {
+	for _, r := range []string{"ok", "invalid_credentials", "rejected", "rate_limited", "locked_out", "busy", "error"} {
 		m.signins.WithLabelValues(r)
 	}
 	for _, r := range []string{"ok", "exists", "rejected", "rate_limited", "busy", "error"} {
 		m.signups.WithLabelValues(r)
 	}
 	if reg != nil {
-		reg.MustRegister(m.signins, m.signups, m.jwts, m.recovery)
+		reg.MustRegister(m.signins, m.signups, m.jwts, m.recovery, m.social)
 	}
 	return m
 }
@@ -82,4 +89,12 @@ func recoveryResult(e *apiError) string {
 		return "error"
 	}
 	return "rejected"
+}
+
+// precreateSocial makes every result of a provider exist at 0, so an
+// alert on a rate counts a provider's first failure.
+func (m *metrics) precreateSocial(provider string) {
+	for _, r := range []string{socialSuccess, socialState, socialDenied, socialInvalid, socialRefused, socialUnavailable, socialError} {
+		m.social.WithLabelValues(provider, r)
+	}
 }

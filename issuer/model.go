@@ -98,7 +98,10 @@ type Store interface {
 	// (ErrNotFound when missing, expired, or the user's email is no longer
 	// the one it was sent to), marks the email verified and deletes the
 	// user's other verification tokens. wasVerified is the state before.
-	VerifyEmail(ctx context.Context, hash [32]byte, now time.Time) (u User, wasVerified bool, err error)
+	// When it was false and signIn is not nil, the same transaction
+	// inserts *signIn as a session of the token's user (UserID set to
+	// them): a failure then leaves the token unspent.
+	VerifyEmail(ctx context.Context, hash [32]byte, now time.Time, signIn *Session) (u User, wasVerified bool, err error)
 }
 
 // Store errors. Implementations return these (possibly wrapped).

@@ -12,7 +12,6 @@ import (
 	rtmetrics "runtime/metrics"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/authsidecar/authsidecar/internal/gcfloor"
@@ -42,8 +41,8 @@ var errBadHash = errors.New("malformed password hash")
 // waited for a free hashing slot. It is overload, not a failure: 503 with Retry-After.
 var errHashBusy = errors.New("password hashing: every slot busy until the request deadline")
 
-// hasher computes scrypt hashes in Better Auth's format, at most cap(sem)
-// at a time. golang.org/x/crypto/scrypt allocates its work memory,
+// hasher computes scrypt hashes in Better Auth's format, at most slots.n
+// at a time, shared fairly among clients (hashSlots). golang.org/x/crypto/scrypt allocates its work memory,
 // 128*N*r bytes (32 MiB at Better Auth's cost), on every call and leaves
 // it to the garbage collector, whose next cycle may be a whole heap goal
 // away: a burst of sign-ins would pile up dead buffers (150 MiB of RSS
@@ -67,10 +66,9 @@ var errHashBusy = errors.New("password hashing: every slot busy until the reques
 //     8,192 pages would be faulted in again by the next one), and then
 //     goes back the same way.
 type hasher struct {
-	params  ScryptParams
-	sem     chan struct{}
-	waiting atomic.Int64 // requests queued for a slot
-	linger  time.Duration
+	params ScryptParams
+	slots  *hashSlots
+	linger time.Duration
 
 	// collecting serializes the check for a dead buffer and the
 	// collection, so that two hashes starting together both wait for it.
@@ -96,7 +94,7 @@ type hasher struct {
 const linger = time.Second
 
 func newHasher(params ScryptParams, concurrency int) *hasher {
-	return &hasher{params: params.orDefault(), sem: make(chan struct{}, concurrency), linger: linger,
+	return &hasher{params: params.orDefault(), slots: newHashSlots(concurrency), linger: linger,
 		collect: runtime.GC, cycles: gcCycles, release: debug.FreeOSMemory}
 }
 
@@ -113,12 +111,8 @@ func gcCycles() uint64 {
 // clear "busy" rather than a store timeout.
 const storeReserve = time.Second
 
-// waitingPerSlot bounds the queue for hashing slots: 32 per slot is ~2.5 s
-// of hashing at Better Auth's cost, within a request's deadline. Beyond it
-// a sign-in is answered 503 with Retry-After at once.
-const waitingPerSlot = 32
-
-// acquire waits for a hashing slot; put gives it back.
+// acquire waits for a hashing slot, in the turn of ctx's client; put
+// gives it back.
 func (h *hasher) acquire(ctx context.Context) error {
 	var giveUp <-chan time.Time
 	if dl, ok := ctx.Deadline(); ok {
@@ -127,26 +121,8 @@ func (h *hasher) acquire(ctx context.Context) error {
 		defer t.Stop()
 		giveUp = t.C
 	}
-	select {
-	case h.sem <- struct{}{}: // a free slot is taken whatever the clock says
-	default:
-		// A bounded queue: a request that could not get a slot before its
-		// deadline anyway is told so at once, and holds no memory meanwhile.
-		if h.waiting.Add(1) > int64(waitingPerSlot*cap(h.sem)) {
-			h.waiting.Add(-1)
-			return errHashBusy
-		}
-		defer h.waiting.Add(-1)
-		select {
-		case h.sem <- struct{}{}:
-		case <-giveUp:
-			return errHashBusy
-		case <-ctx.Done():
-			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-				return errHashBusy
-			}
-			return ctx.Err()
-		}
+	if err := h.slots.acquire(ctx, hashClient(ctx), giveUp); err != nil {
+		return err
 	}
 	if h.bufBytes() < bigBuffer {
 		return nil
@@ -190,7 +166,7 @@ const bigBuffer = 4 << 20
 // buffer lingers for the next sign-in.
 func (h *hasher) put() {
 	if h.bufBytes() < bigBuffer {
-		<-h.sem
+		h.slots.release()
 		return
 	}
 	h.mu.Lock()
@@ -208,9 +184,9 @@ func (h *hasher) put() {
 		// retunes; at its end the goal comes down at once.
 		gcfloor.Expect(-h.bufBytes(), idle)
 	}
-	<-h.sem
+	h.slots.release()
 	switch {
-	case !idle || h.waiting.Load() > 0 && !lone:
+	case !idle || h.slots.queued() > 0 && !lone:
 	case wide:
 		h.releaseMemory()
 	default:

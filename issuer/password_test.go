@@ -155,8 +155,10 @@ func TestHasherMemoryBounded(t *testing.T) {
 func TestHasherBusy(t *testing.T) {
 	h := newHasher(ScryptParams{N: 16, R: 1, P: 1}, 1)
 	h.release = func() {}
-	h.sem <- struct{}{} // the one slot is taken
-	defer func() { <-h.sem }()
+	if err := h.slots.acquire(context.Background(), "", nil); err != nil { // the one slot is taken
+		t.Fatal(err)
+	}
+	defer h.slots.release()
 
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
@@ -175,13 +177,17 @@ func TestHasherBusy(t *testing.T) {
 	}
 
 	// The queue holds waitingPerSlot requests; one more is refused at once.
-	h.waiting.Store(waitingPerSlot)
+	h.slots.mu.Lock()
+	h.slots.waiting = waitingPerSlot
+	h.slots.mu.Unlock()
 	long, cancel3 := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel3()
 	if _, err := h.hash(long, "pw"); !errors.Is(err, errHashBusy) || long.Err() != nil {
 		t.Errorf("full queue: got %v (context: %v), want errHashBusy at once", err, long.Err())
 	}
-	h.waiting.Store(0)
+	h.slots.mu.Lock()
+	h.slots.waiting = 0
+	h.slots.mu.Unlock()
 
 	rec := httptest.NewRecorder()
 	e := hashErr(rec, err)

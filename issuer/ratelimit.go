@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"sync"
 	"time"
@@ -85,29 +86,45 @@ func (l *sharedLimiter) allow(ctx context.Context, key string) (bool, time.Durat
 // emails must not grow memory without end.
 const maxLimiterKeys = 100_000
 
-// limiter is a table of token buckets keyed by client IP or email.
+// limiter is a table of token buckets keyed by client IP: an IPv4
+// address, or the IPv6 prefix of v6Bits bits the address is in (one
+// ordinary IPv6 client holds a whole /64 and could otherwise take a fresh
+// bucket with every request).
 type limiter struct {
-	limit rate.Limit
-	burst int
-	now   func() time.Time
+	rate   Rate
+	v6Bits int
+	limit  rate.Limit
+	burst  int
+	now    func() time.Time
 
 	mu   sync.Mutex
 	keys map[string]*rate.Limiter
 }
 
-func newLimiter(r Rate, now func() time.Time) *limiter {
+func newLimiter(r Rate, v6Bits int, now func() time.Time) *limiter {
 	if r.N <= 0 || r.Per <= 0 {
 		return nil
 	}
-	return &limiter{limit: rate.Limit(float64(r.N) / r.Per.Seconds()), burst: r.N, now: now, keys: map[string]*rate.Limiter{}}
+	return &limiter{rate: r, v6Bits: v6Bits, limit: rate.Limit(float64(r.N) / r.Per.Seconds()), burst: r.N, now: now, keys: map[string]*rate.Limiter{}}
 }
 
-// allow takes one token for key; when none is left it says how long until
-// one is.
-func (l *limiter) allow(key string) (bool, time.Duration) {
+// keepLimiter is old when it already limits r with v6Bits, so a reload
+// that leaves a limit alone keeps its buckets (a flood does not start
+// afresh), and a new limiter otherwise.
+func keepLimiter(old *limiter, r Rate, v6Bits int, now func() time.Time) *limiter {
+	if old != nil && old.rate == r && old.v6Bits == v6Bits {
+		return old
+	}
+	return newLimiter(r, v6Bits, now)
+}
+
+// allow takes one token for ip's bucket; when none is left it says how
+// long until one is.
+func (l *limiter) allow(ip string) (bool, time.Duration) {
 	if l == nil {
 		return true, 0
 	}
+	key := clientKey(ip, l.v6Bits)
 	now := l.now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -147,7 +164,31 @@ func (l *limiter) sweep(now time.Time) {
 	}
 }
 
+// clientKey is the bucket an IP address's requests share: the address
+// itself for IPv4 (and IPv4-mapped IPv6), the enclosing prefix of v6Bits
+// bits for IPv6. Anything that does not parse is its own key.
+func clientKey(ip string, v6Bits int) string {
+	a, err := netip.ParseAddr(ip)
+	if err != nil {
+		return ip
+	}
+	a = a.Unmap()
+	if !a.Is6() || v6Bits <= 0 || v6Bits >= 128 {
+		return a.WithZone("").String()
+	}
+	p, err := a.WithZone("").Prefix(v6Bits)
+	if err != nil {
+		return ip
+	}
+	return p.String()
+}
+
 var errRateLimited = &apiError{status: http.StatusTooManyRequests, code: "TOO_MANY_REQUESTS", message: "Too many requests. Please try again later."}
+
+// errLockedOut is errRateLimited for the per-email sign-in limit, which
+// refuses the right password too: the same answer to the client, its own
+// result in the metrics (an attack on one account shows there).
+var errLockedOut = &apiError{status: errRateLimited.status, code: errRateLimited.code, message: errRateLimited.message}
 
 // tooMany answers 429 with Retry-After (and Better Auth's X-Retry-After).
 func tooMany(w http.ResponseWriter, wait time.Duration) *apiError {

@@ -33,15 +33,24 @@ type DeletedUser struct {
 }
 
 // Account is one row of the account table: how a user signs in. The
-// credential account holds the password hash.
+// credential account holds the password hash; an identity provider's
+// account holds the provider's tokens, sealed (see SealTokens).
 type Account struct {
 	ID         string
-	AccountID  string
-	ProviderID string
+	AccountID  string // the provider's subject; the user id for "credential"
+	ProviderID string // "credential" or a configured identity provider's id
 	UserID     string
 	Password   *string // nil for accounts without a password
-	CreatedAt  time.Time
-	UpdatedAt  time.Time
+	// AccessToken, RefreshToken and IDToken are sealed with a key derived
+	// from AUTH_SECRET, bound to the row id; nil when the provider gave
+	// none. A store never opens them.
+	AccessToken, RefreshToken, IDToken []byte
+	// AccessTokenExpiresAt and RefreshTokenExpiresAt are zero when unknown.
+	AccessTokenExpiresAt, RefreshTokenExpiresAt time.Time
+	// Scope is the granted scopes joined with "," (Better Auth's form).
+	Scope     string
+	CreatedAt time.Time
+	UpdatedAt time.Time
 }
 
 // Snapshot is every row a store holds that "db copy" moves: users,
@@ -62,4 +71,7 @@ type Snapshot struct {
 	// as the record "outbox list" shows. Leases do not move: the target's
 	// workers claim the pending rows afresh.
 	Outbox []mail.Queued
+	// OAuthStates move so that a sign-in with an identity provider begun
+	// before the move finishes after it (they live 10 minutes).
+	OAuthStates []OAuthState
 }

@@ -52,6 +52,13 @@ type RecoveryOptions struct {
 	// SendOnSignin re-sends the link when an unverified user signs in with
 	// the right password.
 	SendOnSignin bool
+	// SignInAfterVerification makes a verification link sign in the
+	// browser that opens it, if that browser has no session (one signed in
+	// as the same user keeps its session; one signed in as another user
+	// keeps that session too). Zero (false), as Better Auth's
+	// autoSignInAfterVerification: the link only verifies, and cannot be
+	// used to sign a victim into the sender's account.
+	SignInAfterVerification bool
 	// KeepSessionsOnReset keeps a user's cookie sessions when a password is
 	// reset by link. Zero (false): they all end.
 	KeepSessionsOnReset bool
@@ -70,9 +77,11 @@ type recovery struct {
 	verifyTTL   time.Duration
 	require     bool
 	sendOnLogin bool
-	revoke      bool
-	resetPage   string
-	intake      *intake
+	// signInAfterVerify: SignInAfterVerification.
+	signInAfterVerify bool
+	revoke            bool
+	resetPage         string
+	intake            *intake
 }
 
 func newRecovery(o RecoveryOptions) *recovery {
@@ -83,16 +92,17 @@ func newRecovery(o RecoveryOptions) *recovery {
 		return d
 	}
 	rc := &recovery{
-		on:          o.Sealer != nil,
-		seal:        o.Sealer,
-		queued:      o.Queued,
-		resetTTL:    def(o.ResetTokenTTL, time.Hour),
-		verifyTTL:   def(o.VerificationTokenTTL, 24*time.Hour),
-		require:     o.RequireEmailVerification,
-		sendOnLogin: o.SendOnSignin,
-		revoke:      !o.KeepSessionsOnReset,
-		resetPage:   o.ResetPage,
-		intake:      newIntake(intakeBacklog, intakeWorkers),
+		on:                o.Sealer != nil,
+		seal:              o.Sealer,
+		queued:            o.Queued,
+		resetTTL:          def(o.ResetTokenTTL, time.Hour),
+		verifyTTL:         def(o.VerificationTokenTTL, 24*time.Hour),
+		require:           o.RequireEmailVerification,
+		sendOnLogin:       o.SendOnSignin,
+		signInAfterVerify: o.SignInAfterVerification,
+		revoke:            !o.KeepSessionsOnReset,
+		resetPage:         o.ResetPage,
+		intake:            newIntake(intakeBacklog, intakeWorkers),
 	}
 	if rc.queued == nil {
 		rc.queued = func(mail.Kind) {}
@@ -131,15 +141,13 @@ func newLinkToken() (string, [32]byte, error) {
 func hashToken(tok string) [32]byte { return sha256.Sum256([]byte(tok)) }
 
 // mailRequest reads and checks what both mail-sending endpoints take, in
-// Better Auth's order: the per-IP limit, the origin of a cookie-bearing
-// request, the body {email, <target>?}, whether mail is on (disabled),
-// and the redirect target (invalid). email comes back lower-cased.
+// Better Auth's order (the origin is checked before, in ServeHTTP): the
+// per-IP limit, the body {email, <target>?}, whether mail is on
+// (disabled), and the redirect target (invalid). email comes back
+// lower-cased.
 func (iss *Issuer) mailRequest(w http.ResponseWriter, r *http.Request, target string, disabled, invalid *apiError) (email, to string, apiErr *apiError) {
 	if ok, wait := iss.mailIP.allow(iss.clientIP(r)); !ok {
 		return "", "", tooMany(w, wait)
-	}
-	if apiErr := iss.cookieOrigin(r); apiErr != nil {
-		return "", "", apiErr
 	}
 	f, apiErr := readFields(w, r, iss.bodyBytes, false)
 	if apiErr != nil {

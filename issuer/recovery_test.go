@@ -386,7 +386,9 @@ func verifyToken(t testing.TB, rec *recorder, email string) (tok, callback strin
 }
 
 func TestEmailVerification(t *testing.T) {
-	e, rec := newRecoveryEnv(t)
+	// The link signs in here: Better Auth's autoSignInAfterVerification
+	// (TestVerifyEmailSignIn covers the default, off).
+	e, rec := newRecoveryEnv(t, func(o *issuer.Options) { o.Recovery.SignInAfterVerification = true })
 	cookie, _ := e.signUp("alice@example.com", "password-1")
 	e.signUp("bob@example.com", "password-1")
 	origin := []string{"Cookie", cookie, "Origin", "http://localhost:8080"}
@@ -476,6 +478,7 @@ func TestRequireEmailVerification(t *testing.T) {
 	e, rec := newRecoveryEnv(t, func(o *issuer.Options) {
 		o.Recovery.RequireEmailVerification = true
 		o.Recovery.SendOnSignin = true
+		o.Recovery.SignInAfterVerification = true
 	})
 	r := e.postJSON("/api/auth/sign-up/email", map[string]any{"name": "Alice", "email": "alice@example.com", "password": "password-1", "callbackURL": "/welcome"})
 	if r.status != 200 || r.cookie("auth.session_token") != nil {

@@ -50,28 +50,6 @@ func withParam(base, ref, key, value string) (string, error) {
 	return u.String(), nil
 }
 
-// cookieOrigin is Better Auth's rule for these endpoints: a request that
-// carries any cookie must say where it comes from (Origin, else Referer),
-// and that must be a trusted origin.
-func (iss *Issuer) cookieOrigin(r *http.Request) *apiError {
-	if _, ok := r.Header["Cookie"]; !ok {
-		return nil
-	}
-	o := r.Header.Get("Origin")
-	if o == "" {
-		if ref, err := url.Parse(r.Header.Get("Referer")); err == nil && ref.Host != "" {
-			o = ref.Scheme + "://" + ref.Host
-		}
-	}
-	if o == "" || o == "null" {
-		return errMissingOrigin
-	}
-	if !iss.trusted[o] {
-		return errInvalidOrigin
-	}
-	return nil
-}
-
 // safeRedirect admits what a redirect may go to: a path on this origin or
 // an absolute URL on a trusted origin. It refuses what browsers would read
 // as another host: "//host", "/\host", "https:host", userinfo, encoded

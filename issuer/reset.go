@@ -94,9 +94,6 @@ func (iss *Issuer) resetPassword(w http.ResponseWriter, r *http.Request) *apiErr
 	if ok, wait := iss.tokenIP.allow(iss.clientIP(r)); !ok {
 		return tooMany(w, wait)
 	}
-	if apiErr := iss.cookieOrigin(r); apiErr != nil {
-		return apiErr
-	}
 	f, apiErr := readFields(w, r, iss.bodyBytes, false)
 	if apiErr != nil {
 		return apiErr
@@ -144,6 +141,8 @@ func (iss *Issuer) applyReset(w http.ResponseWriter, r *http.Request, tok, passw
 	if err != nil {
 		return hashErr(w, err)
 	}
+	r, done := afterHash(r)
+	defer done()
 	u, ended, err := iss.store.ResetPassword(r.Context(), hash, pwHash, iss.rec.revoke, iss.now().UTC().Truncate(timeUnit))
 	if errors.Is(err, ErrNotFound) {
 		return errInvalidResetToken

@@ -36,11 +36,14 @@ func (iss *Issuer) signIn(w http.ResponseWriter, r *http.Request) *apiError {
 		return errInvalidEmail
 	}
 	// Per email, whoever asks: slows guessing one account's password from
-	// many addresses. Checked before any hashing.
+	// many addresses. Checked before any hashing, so it refuses the right
+	// password too: a lock-out of the owner for as long as the guessing
+	// lasts, counted apart (errLockedOut) so an operator sees it.
 	if ok, wait, err := iss.signInMail.allow(r.Context(), strings.ToLower(email)); err != nil {
 		return storeErr(err)
 	} else if !ok {
-		return tooMany(w, wait)
+		tooMany(w, wait)
+		return errLockedOut
 	}
 	// Refused before hashing: a megabyte password must not buy scrypt time.
 	if apiErr := iss.checkPasswordLength(password); apiErr == errPasswordTooLong {
@@ -65,6 +68,8 @@ func (iss *Issuer) signIn(w http.ResponseWriter, r *http.Request) *apiError {
 	if err != nil {
 		return hashErr(w, err)
 	}
+	r, done := afterHash(r)
+	defer done()
 	if !ok {
 		return errInvalidCredentials
 	}

@@ -61,6 +61,8 @@ func (iss *Issuer) signUp(w http.ResponseWriter, r *http.Request) *apiError {
 	if err != nil {
 		return hashErr(w, err)
 	}
+	r, done := afterHash(r)
+	defer done()
 	u, err := iss.newUser(name, email, hasImage, image)
 	if err != nil {
 		return errInternal(err)
@@ -105,6 +107,8 @@ func (iss *Issuer) signUpUnverified(w http.ResponseWriter, r *http.Request, name
 	if err != nil {
 		return hashErr(w, err)
 	}
+	r, done := afterHash(r)
+	defer done()
 	u, err := iss.newUser(name, email, hasImage, image)
 	if err != nil {
 		return errInternal(err)

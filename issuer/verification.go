@@ -57,8 +57,17 @@ func (iss *Issuer) sendVerificationEmail(w http.ResponseWriter, r *http.Request)
 	return nil
 }
 
-// verifyEmail spends a verification token, marks the address verified and
-// signs the user in (Better Auth's autoSignInAfterVerification).
+// verifyEmail spends a verification token and marks the address verified;
+// with RecoveryOptions.SignInAfterVerification it may also sign the
+// browser in, in the transaction that spends the token, so a failure
+// leaves the link working instead of spent behind an error.
+//
+// Better Auth's autoSignInAfterVerification, minus its login CSRF: the
+// link is a top-level navigation anyone can send a victim to (with a link
+// for an address of the sender's), so it signs in only a browser with no
+// session, and re-sets the cookie of one already signed in as that user.
+// A browser signed in as someone else keeps its session: the address is
+// verified, nobody is signed out or in.
 func (iss *Issuer) verifyEmail(w http.ResponseWriter, r *http.Request) *apiError {
 	if ok, wait := iss.tokenIP.allow(iss.clientIP(r)); !ok {
 		return tooMany(w, wait)
@@ -87,30 +96,42 @@ func (iss *Issuer) verifyEmail(w http.ResponseWriter, r *http.Request) *apiError
 	if tok == "" || len(tok) > maxTokenBytes {
 		return fail()
 	}
-	u, wasVerified, err := iss.store.VerifyEmail(r.Context(), hashToken(tok), iss.now().UTC().Truncate(timeUnit))
+	// Everything that can fail comes before the token is spent.
+	var (
+		s     Session
+		su    User
+		found bool
+		ns    *Session
+	)
+	if iss.rec.signInAfterVerify {
+		var err error
+		if s, su, found, _, err = iss.lookup(r.Context(), r, true); err != nil {
+			return storeErr(err)
+		}
+		if !found {
+			n, err := iss.newSession(r, "", true)
+			if err != nil {
+				return errInternal(err)
+			}
+			ns = &n
+		}
+	}
+	u, wasVerified, err := iss.store.VerifyEmail(r.Context(), hashToken(tok), iss.now().UTC().Truncate(timeUnit), ns)
 	if errors.Is(err, ErrNotFound) {
 		return fail()
 	}
 	if err != nil {
 		return storeErr(err)
 	}
-	if !wasVerified {
-		s, su, found, _, err := iss.lookup(r.Context(), r, true)
-		if err != nil {
-			return storeErr(err)
-		}
-		if found && su.ID == u.ID {
-			iss.setSessionCookie(w, s)
-		} else {
-			ns, err := iss.newSession(r, u.ID, true)
-			if err != nil {
-				return errInternal(err)
-			}
-			if err := iss.store.CreateSession(r.Context(), ns); err != nil {
-				return storeErr(err)
-			}
-			iss.setSessionCookie(w, ns)
-		}
+	switch {
+	case wasVerified || !iss.rec.signInAfterVerify:
+	case found && su.ID == u.ID:
+		iss.setSessionCookie(w, s)
+	case found:
+		iss.log.Info("verification link opened in another user's session: the session is kept, nobody signed in")
+	default:
+		ns.UserID = u.ID
+		iss.setSessionCookie(w, *ns)
 	}
 	if hasCallback && callback != "" {
 		redirect(w, callback)

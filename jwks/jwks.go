@@ -52,6 +52,11 @@ type Options struct {
 	// follows no redirects, and gets Timeout if it has none. Zero: a
 	// client on a clone of http.DefaultTransport trusting CAFile.
 	Client *http.Client
+	// ProviderKeys takes the signing keys an OpenID provider publishes
+	// for its id tokens: RSA (at least 2048 bits) and EC (P-256, P-384,
+	// P-521) besides Ed25519, as proxy.Key.Provider. Zero: Ed25519 only,
+	// what this sidecar and Better Auth sign JWTs with.
+	ProviderKeys bool
 }
 
 // Fetcher reads the Ed25519 keys of a JWKS URL. It is safe for concurrent
@@ -61,6 +66,7 @@ type Fetcher struct {
 	client   *http.Client
 	maxBytes int64
 	log      *slog.Logger
+	provider bool // Options.ProviderKeys
 
 	mu      sync.Mutex
 	skipped map[skip]bool // what has been logged, so max-age fetches stay quiet
@@ -124,6 +130,7 @@ func New(o Options) (*Fetcher, error) {
 		client:   &client,
 		maxBytes: o.MaxBytes,
 		log:      o.Logger,
+		provider: o.ProviderKeys,
 		skipped:  map[skip]bool{},
 	}, nil
 }
@@ -193,9 +200,14 @@ type jwk struct {
 	Crv string          `json:"crv"`
 	Kid string          `json:"kid"`
 	X   string          `json:"x"`
+	Y   string          `json:"y"` // EC
+	N   string          `json:"n"` // RSA
+	E   string          `json:"e"` // RSA
 	Alg *string         `json:"alg"`
 	Use *string         `json:"use"`
 	D   json.RawMessage `json:"d"`
+	// RSA private members besides d: any of them is a leaked key too.
+	P json.RawMessage `json:"p"`
 }
 
 var strictB64 = base64.RawURLEncoding.Strict()
@@ -221,7 +233,18 @@ func (f *Fetcher) parse(body []byte) ([]proxy.Key, error) {
 			f.skip("", "entry is not a JSON object with string members")
 			continue
 		}
-		pub, reason := usable(k)
+		var key proxy.Key
+		var reason string
+		if f.provider && k.Kty != "OKP" {
+			key, reason = usableProviderKey(k)
+		} else {
+			var pub ed25519.PublicKey
+			pub, reason = usable(k)
+			key = proxy.Key{KID: k.Kid, Public: pub}
+			if f.provider && k.Alg != nil {
+				key.Alg = *k.Alg
+			}
+		}
 		if reason != "" {
 			f.skip(k.Kid, reason)
 			continue
@@ -231,9 +254,12 @@ func (f *Fetcher) parse(body []byte) ([]proxy.Key, error) {
 			return nil, fmt.Errorf("kid %q appears twice", sanitize([]byte(k.Kid)))
 		}
 		seen[k.Kid] = true
-		keys = append(keys, proxy.Key{KID: k.Kid, Public: pub})
+		keys = append(keys, key)
 	}
 	if len(keys) == 0 {
+		if f.provider {
+			return nil, fmt.Errorf("no usable signing key among %d entries", len(doc.Keys))
+		}
 		return nil, fmt.Errorf("no usable Ed25519 signing key among %d entries", len(doc.Keys))
 	}
 	return keys, nil

@@ -1,16 +1,11 @@
 package mail
 
 import (
-	"crypto/cipher"
-	"crypto/rand"
-	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 
-	"golang.org/x/crypto/chacha20poly1305"
-	"golang.org/x/crypto/hkdf"
+	"github.com/authsidecar/authsidecar/internal/seal"
 )
 
 // boxInfo is the HKDF info string. It separates this key from every other
@@ -27,23 +22,16 @@ var ErrCannotOpen = errors.New("outbox payload does not open (AUTH_SECRET change
 // prepended, AAD = the outbox row id so a payload cannot be moved to another row).
 // A Box is safe for concurrent use.
 type Box struct {
-	aead cipher.AEAD
+	key *seal.Key
 }
 
 // NewBox derives the outbox key from secret (AUTH_SECRET's bytes).
 func NewBox(secret []byte) (*Box, error) {
-	if len(secret) == 0 {
-		return nil, errors.New("outbox box: empty secret")
-	}
-	key := make([]byte, chacha20poly1305.KeySize)
-	if _, err := io.ReadFull(hkdf.New(sha256.New, secret, nil, []byte(boxInfo)), key); err != nil {
-		return nil, fmt.Errorf("outbox box: derive key: %w", err)
-	}
-	aead, err := chacha20poly1305.NewX(key)
+	key, err := seal.New(secret, boxInfo)
 	if err != nil {
 		return nil, fmt.Errorf("outbox box: %w", err)
 	}
-	return &Box{aead: aead}, nil
+	return &Box{key: key}, nil
 }
 
 // Seal returns nonce‖ciphertext‖tag of m's JSON, bound to the row id.
@@ -60,12 +48,11 @@ func (b *Box) Seal(id string, m Message) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("seal outbox payload: %w", err)
 	}
-	ns := b.aead.NonceSize()
-	out := make([]byte, ns, ns+len(plain)+b.aead.Overhead())
-	if _, err := rand.Read(out); err != nil {
-		return nil, fmt.Errorf("seal outbox payload: nonce: %w", err)
+	sealed, err := b.key.Seal(plain, []byte(id))
+	if err != nil {
+		return nil, fmt.Errorf("seal outbox payload: %w", err)
 	}
-	return b.aead.Seal(out, out[:ns], plain, []byte(id)), nil
+	return sealed, nil
 }
 
 // Open authenticates and decrypts a payload sealed for row id. Any failure
@@ -73,11 +60,7 @@ func (b *Box) Seal(id string, m Message) ([]byte, error) {
 // design of the AEAD); a payload that authenticates but does not decode to
 // a Message of a known kind is refused too.
 func (b *Box) Open(id string, sealed []byte) (Message, error) {
-	ns := b.aead.NonceSize()
-	if len(sealed) < ns+b.aead.Overhead() {
-		return Message{}, fmt.Errorf("open outbox payload %s: %w", id, ErrCannotOpen)
-	}
-	plain, err := b.aead.Open(nil, sealed[:ns], sealed[ns:], []byte(id))
+	plain, err := b.key.Open(sealed, []byte(id))
 	if err != nil {
 		return Message{}, fmt.Errorf("open outbox payload %s: %w", id, ErrCannotOpen)
 	}

@@ -17,7 +17,7 @@ import (
 	"github.com/authsidecar/authsidecar/mail"
 )
 
-// verifyWebhook is what a receiver does (README "Account recovery"): check
+// verifyWebhook is what a receiver does (docs/recovery.md, "Delivery"): check
 // the timestamp is recent, recompute the signature over id.timestamp.body
 // with the key (the base64 after "whsec_"), and compare in constant time
 // against each "v1,<base64>" in webhook-signature.

@@ -17,6 +17,8 @@ type memQueue struct {
 
 	acks, fails int
 	releases    int
+	renewals    int
+	renewErr    error // what RenewOutbox answers, when set
 	failCalls   []failCall
 }
 
@@ -30,7 +32,7 @@ type failCall struct {
 	id, lastErr string
 	next, now   time.Time
 	dead        bool
-	attempts    int // the row's attempts before the call
+	attempts    int // the row's attempts at the call (its claim's included)
 }
 
 func newMemQueue() *memQueue { return &memQueue{rows: map[string]*memRow{}} }
@@ -92,6 +94,7 @@ func (q *memQueue) ClaimOutbox(ctx context.Context, owner string, n int, lease t
 	var out []Queued
 	for _, r := range due[:min(n, len(due))] {
 		r.owner, r.leaseUntil = owner, now.Add(lease)
+		r.Attempts++ // the claim is the attempt
 		c := r.Queued
 		c.Sealed = slices.Clone(r.Sealed)
 		out = append(out, c)
@@ -120,7 +123,6 @@ func (q *memQueue) FailOutbox(ctx context.Context, id, owner string, next time.T
 	}
 	q.fails++
 	q.failCalls = append(q.failCalls, failCall{id: id, lastErr: lastErr, next: next, now: now, dead: dead, attempts: r.Attempts})
-	r.Attempts++
 	r.LastError, r.NextAttemptAt, r.owner = lastErr, next, ""
 	if dead {
 		r.State, r.Sealed = StateDead, nil
@@ -137,7 +139,49 @@ func (q *memQueue) ReleaseOutbox(ctx context.Context, id, owner string) error {
 	}
 	q.releases++
 	r.owner = ""
+	r.Attempts = max(r.Attempts-1, 0)
 	return nil
+}
+
+func (q *memQueue) RenewOutbox(ctx context.Context, owner string, until time.Time) (int, error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.renewErr != nil {
+		return 0, q.renewErr
+	}
+	q.renewals++
+	n := 0
+	for _, r := range q.rows {
+		if r.owner == owner && r.State == StatePending {
+			r.leaseUntil = until
+			n++
+		}
+	}
+	return n, nil
+}
+
+func (q *memQueue) renewCount() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.renewals
+}
+
+// setRenewErr makes RenewOutbox fail with err (nil: succeed again).
+func (q *memQueue) setRenewErr(err error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.renewErr = err
+}
+
+// crashClaim claims like a worker that dies before any outcome: the
+// rows stay leased to a gone owner until the lease ends.
+func (q *memQueue) crashClaim(t testing.TB, n int, lease time.Duration, now time.Time) []Queued {
+	t.Helper()
+	got, err := q.ClaimOutbox(context.Background(), "killed-process", n, lease, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got
 }
 
 func (q *memQueue) OldestPending(ctx context.Context) (time.Time, bool, error) {

@@ -48,7 +48,7 @@ type Queued struct {
 	UserID        string // who it is for (a new link replaces a dead one)
 	Sealed        []byte // nil once delivered or dead
 	State         string // "pending" | "delivered" | "dead"
-	Attempts      int
+	Attempts      int    // claims made (each claim is an attempt), less releases; a claimed row's includes its own
 	CreatedAt     time.Time
 	NextAttemptAt time.Time
 	LastError     string
@@ -74,21 +74,27 @@ func NewID() string {
 // by sqlstore.DB).
 type Queue interface {
 	// ClaimOutbox leases up to n pending rows whose next_attempt_at <= now and whose lease
-	// (if any) has expired, to owner until now+lease; oldest next_attempt_at first. On
-	// PostgreSQL: SELECT ... FOR UPDATE SKIP LOCKED inside the UPDATE's transaction.
+	// (if any) has expired, to owner until now+lease, and counts an attempt on each (the
+	// claim is the attempt: a try that kills its process still counts); oldest
+	// next_attempt_at first. On PostgreSQL: SELECT ... FOR UPDATE SKIP LOCKED inside the
+	// UPDATE's transaction.
 	ClaimOutbox(ctx context.Context, owner string, n int, lease time.Duration, now time.Time) ([]Queued, error)
 	// AckOutbox marks the row delivered and deletes its payload, only while owner holds the
 	// lease; ErrLeaseLost otherwise (another replica took it after our lease expired).
 	AckOutbox(ctx context.Context, id, owner string, now time.Time) error
-	// FailOutbox records a failed attempt (attempts+1, last_error, next_attempt_at = next,
-	// lease cleared); dead=true marks the row dead and deletes its payload. ErrLeaseLost as above.
+	// FailOutbox records the outcome of a failed attempt (last_error, next_attempt_at = next,
+	// lease cleared; the claim counted the attempt); dead=true marks the row dead and
+	// deletes its payload. ErrLeaseLost as above.
 	FailOutbox(ctx context.Context, id, owner string, next time.Time, lastErr string, dead bool, now time.Time) error
 	// OldestPending is the created_at of the oldest pending row; ok false when none.
 	OldestPending(ctx context.Context) (t time.Time, ok bool, err error)
 	// ReleaseOutbox gives back a row owner claimed but did not try to
-	// send: the lease cleared, no attempt counted, due as before.
-	// ErrLeaseLost as above.
+	// send: the lease cleared, the claim's attempt taken back, due as
+	// before. ErrLeaseLost as above.
 	ReleaseOutbox(ctx context.Context, id, owner string) error
+	// RenewOutbox moves the lease of every pending row owner holds to
+	// until and returns how many rows it renewed.
+	RenewOutbox(ctx context.Context, owner string, until time.Time) (int, error)
 }
 
 // ErrLeaseLost is returned by AckOutbox and FailOutbox when owner no longer

@@ -9,6 +9,7 @@ import (
 	randv2 "math/rand/v2"
 	"os"
 	"strings"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -31,20 +32,25 @@ type WorkerOptions struct {
 	Owner string
 	// Batch is how many rows one claim takes; 0 means 10.
 	Batch int
-	// Lease is how long a claim holds its rows; 0 means 2m. A replica that
-	// dies mid-send leaves its rows to others after this long.
+	// Lease is how long a claim holds its rows unless renewed; 0 means
+	// 10s. While it delivers a batch the worker renews the lease every
+	// Lease/3, so a live worker keeps its rows however long its sends
+	// take, and the rows of a process killed mid-batch (kill -9) are free
+	// to every other process, and to it restarted, one Lease after its
+	// last renewal.
 	Lease time.Duration
-	// SendTimeout bounds one send; 0 means 30s. At most Lease/2: a send
-	// is only started when it can end, and its outcome be recorded,
-	// before the lease does, so no other replica sends the same row
-	// meanwhile.
+	// SendTimeout bounds one send; 0 means 30s. A send is only started
+	// while the lease is held: once renewals have failed for a whole
+	// lease, the rest of the batch is given back instead.
 	SendTimeout time.Duration
 	// PollInterval is how often the outbox is looked at when nothing
 	// calls Kick; 0 means 5s. It bounds the delay of retries and of rows
 	// queued by other replicas.
 	PollInterval time.Duration
-	// MaxAttempts is how many failed attempts make a message dead; 0
-	// means 10.
+	// MaxAttempts is how many attempts a message gets before it is dead;
+	// 0 means 10. A claim is an attempt, so a message whose every try
+	// kills the process delivering it is dead, unsent, at its next claim
+	// after MaxAttempts.
 	MaxAttempts int
 	// BackoffBase is the delay after the first failure, doubled after
 	// each further one up to BackoffMax, with equal jitter (a delay d
@@ -88,11 +94,14 @@ type Worker struct {
 // lastErrorLimit bounds the error text stored in the outbox row.
 const lastErrorLimit = 1000
 
+// storeTimeout bounds one write of an outcome, a release or a renewal.
+const storeTimeout = 5 * time.Second
+
 // NewWorker checks o, creates the metrics and registers them.
 func NewWorker(o WorkerOptions) (*Worker, error) {
 	w := &Worker{
 		q: o.Queue, box: o.Box, sender: o.Sender, delivery: o.Delivery, owner: o.Owner,
-		batch: o.Batch, lease: o.Lease, sendTimeout: o.SendTimeout, poll: o.PollInterval,
+		batch: o.Batch, lease: o.Lease, sendTimeout: o.SendTimeout, storeTimeout: storeTimeout, poll: o.PollInterval,
 		maxAttempts: o.MaxAttempts, base: o.BackoffBase, max: o.BackoffMax,
 		log: o.Logger, now: o.Now, kick: make(chan struct{}, 1),
 	}
@@ -110,7 +119,7 @@ func NewWorker(o WorkerOptions) (*Worker, error) {
 		errs = append(errs, errors.New("no delivery name"))
 	}
 	setDefault(&w.batch, 10)
-	setDefault(&w.lease, 2*time.Minute)
+	setDefault(&w.lease, 10*time.Second)
 	setDefault(&w.sendTimeout, 30*time.Second)
 	setDefault(&w.poll, 5*time.Second)
 	setDefault(&w.maxAttempts, 10)
@@ -119,18 +128,12 @@ func NewWorker(o WorkerOptions) (*Worker, error) {
 	if w.batch < 0 || w.lease < 0 || w.sendTimeout < 0 || w.poll < 0 || w.maxAttempts < 0 || w.base < 0 || w.max < 0 {
 		errs = append(errs, errors.New("negative batch, duration or attempts"))
 	}
-	if w.sendTimeout > w.lease/2 {
-		errs = append(errs, fmt.Errorf("send timeout %v is more than half the lease %v", w.sendTimeout, w.lease))
-	}
 	if w.max < w.base {
 		errs = append(errs, fmt.Errorf("backoff max %v is below backoff base %v", w.max, w.base))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("mail worker: %w", err)
 	}
-	// The quarter of the lease not given to sends is the margin in which
-	// the outcome is written back.
-	w.storeTimeout = w.lease / 4
 	if w.owner == "" {
 		w.owner = newOwner()
 	}
@@ -187,8 +190,8 @@ func (w *Worker) Queued(k Kind) {
 
 // Run delivers until ctx ends, then returns nil once the send in flight
 // (if any) has finished or timed out and its outcome is recorded. Rows
-// claimed but not yet sent stay leased and are taken up again when the
-// lease ends, by this process after a restart or by another replica.
+// claimed but not yet sent are given back at once, for the next claim of
+// any process.
 func (w *Worker) Run(ctx context.Context) error {
 	w.log.Info("mail worker started", "owner", w.owner, "delivery", w.delivery)
 	// Timers of Go 1.23+: Stop and Reset leave no stale tick behind, so
@@ -217,8 +220,8 @@ func (w *Worker) Run(ctx context.Context) error {
 	return nil
 }
 
-// pollOnce claims one batch, delivers what fits in its lease, and updates
-// the oldest-pending gauge. It reports whether the claim was full.
+// pollOnce claims one batch, delivers it while its lease is held, and
+// updates the oldest-pending gauge. It reports whether the claim was full.
 func (w *Worker) pollOnce(ctx context.Context) (full bool) {
 	defer w.updateOldest(ctx)
 	claimed := w.now()
@@ -229,7 +232,11 @@ func (w *Worker) pollOnce(ctx context.Context) (full bool) {
 		}
 		return false
 	}
-	leaseEnd := claimed.Add(w.lease)
+	if len(rows) == 0 {
+		return false
+	}
+	lease := w.holdLease(claimed)
+	defer lease.stop()
 	for i, q := range rows {
 		if ctx.Err() != nil {
 			// Stopping: what was claimed and not tried goes back now, not
@@ -238,15 +245,68 @@ func (w *Worker) pollOnce(ctx context.Context) (full bool) {
 			w.release(ctx, rows[i:])
 			return false
 		}
-		// Start a send only if it can end, and its outcome be stored,
-		// while we still hold the lease.
-		if w.now().Add(w.sendTimeout + w.storeTimeout).After(leaseEnd) {
-			w.log.Info("mail batch outlived its lease; the rest is left to the next claim", "left", len(rows)-i)
+		// Start a send only while the lease is held: renewals that keep
+		// failing (the database unreachable) let it lapse, and then
+		// another process may claim these rows.
+		if !lease.held(w.now()) {
+			w.log.Warn("mail lease not renewed in time; the rest of the batch is given back", "left", len(rows)-i)
+			w.release(ctx, rows[i:])
 			return false
 		}
 		w.deliver(ctx, q)
 	}
 	return len(rows) == w.batch
+}
+
+// heldLease renews the lease on the rows of the batch being delivered,
+// every lease/3, until stop.
+type heldLease struct {
+	w     *Worker
+	until atomic.Int64 // UnixNano by w.now: the lease's end as last stored
+	done  chan struct{}
+	quit  chan struct{}
+}
+
+func (w *Worker) holdLease(claimed time.Time) *heldLease {
+	l := &heldLease{w: w, done: make(chan struct{}), quit: make(chan struct{})}
+	l.until.Store(claimed.Add(w.lease).UnixNano())
+	go l.renew()
+	return l
+}
+
+func (l *heldLease) renew() {
+	defer close(l.done)
+	w := l.w
+	tick := time.NewTicker(w.lease / 3)
+	defer tick.Stop()
+	for {
+		select {
+		case <-l.quit:
+			return
+		case <-tick.C:
+		}
+		now := w.now()
+		ctx, cancel := context.WithTimeout(context.Background(), w.storeTimeout)
+		_, err := w.q.RenewOutbox(ctx, w.owner, now.Add(w.lease))
+		cancel()
+		if err != nil {
+			w.log.Warn("mail lease not renewed", "err", err)
+			continue
+		}
+		l.until.Store(now.Add(w.lease).UnixNano())
+	}
+}
+
+// held reports whether a send may start at now: the lease, as last
+// stored, still runs for at least one renewal period.
+func (l *heldLease) held(now time.Time) bool {
+	return now.Add(l.w.lease / 3).Before(time.Unix(0, l.until.Load()))
+}
+
+// stop ends the renewals and waits for the one running, if any.
+func (l *heldLease) stop() {
+	close(l.quit)
+	<-l.done
 }
 
 // release gives back claimed rows that were not tried, detached from the
@@ -256,7 +316,7 @@ func (w *Worker) release(ctx context.Context, rows []Queued) {
 	defer cancel()
 	for _, q := range rows {
 		if err := w.q.ReleaseOutbox(storeCtx, q.ID, w.owner); err != nil && !errors.Is(err, ErrLeaseLost) {
-			w.log.Warn("mail row not released at stop: it waits for its lease to end", "id", q.ID, "err", err)
+			w.log.Warn("mail row not released: it waits for its lease to end", "id", q.ID, "err", err)
 		}
 	}
 }
@@ -283,6 +343,15 @@ func (w *Worker) updateOldest(ctx context.Context) {
 func (w *Worker) deliver(ctx context.Context, q Queued) {
 	typ := typeLabel(q.Kind)
 	log := w.log.With("id", q.ID, "type", typ)
+	if q.Attempts > w.maxAttempts {
+		// Every attempt is counted at its claim: this one is past the
+		// last, so an earlier attempt ended without an outcome (the
+		// process delivering it stopped, maybe because of this message).
+		// It is not tried again.
+		log.Error("mail out of attempts: an attempt ended without an outcome (the process delivering it stopped); marked dead unsent", "attempts", q.Attempts-1)
+		w.finish(ctx, log, q, typ, fmt.Sprintf("%d attempts, the last without an outcome: the process delivering it stopped", q.Attempts-1), true, false)
+		return
+	}
 	m, err := w.box.Open(q.ID, q.Sealed)
 	if err == nil && m.Kind != q.Kind {
 		err = fmt.Errorf("payload type %q does not match the row's %q", m.Kind, q.Kind)
@@ -293,9 +362,8 @@ func (w *Worker) deliver(ctx context.Context, q Queued) {
 		// look alike. Retried like a failed send, so a replica that can
 		// open it may still deliver it; dead after max attempts. The error
 		// names the cause class, never the secret or payload.
-		attempt := q.Attempts + 1
-		log.Error("mail payload unreadable with this process's AUTH_SECRET (another secret sealed it, or the row was altered)", "err", err, "attempt", attempt)
-		w.finish(ctx, log, q, typ, err.Error(), attempt >= w.maxAttempts, true)
+		log.Error("mail payload unreadable with this process's AUTH_SECRET (another secret sealed it, or the row was altered)", "err", err, "attempt", q.Attempts)
+		w.finish(ctx, log, q, typ, err.Error(), q.Attempts >= w.maxAttempts, true)
 		return
 	}
 	if !m.TokenExpiresAt.IsZero() && !w.now().Before(m.TokenExpiresAt) {
@@ -318,13 +386,11 @@ func (w *Worker) deliver(ctx context.Context, q Queued) {
 		case err != nil:
 			log.Error("mail delivered, but the acknowledgement failed: it will be delivered again after the lease (same Message-ID / webhook-id)", "err", err)
 		default:
-			log.Info("mail delivered", "attempt", q.Attempts+1)
+			log.Info("mail delivered", "attempt", q.Attempts)
 		}
 		return
 	}
-	msg := redact(err.Error(), m.URL)
-	attempt := q.Attempts + 1
-	w.finish(ctx, log, q, typ, msg, attempt >= w.maxAttempts, true)
+	w.finish(ctx, log, q, typ, redact(err.Error(), m.URL), q.Attempts >= w.maxAttempts, true)
 }
 
 // finish records a failed or hopeless row: rescheduled with backoff, or
@@ -338,7 +404,7 @@ func (w *Worker) finish(ctx context.Context, log *slog.Logger, q Queued, typ, la
 	now := w.now()
 	next := now
 	if !dead {
-		next = now.Add(w.backoff(q.Attempts + 1))
+		next = now.Add(w.backoff(q.Attempts))
 	}
 	storeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.storeTimeout)
 	defer cancel()
@@ -354,11 +420,11 @@ func (w *Worker) finish(ctx context.Context, log *slog.Logger, q Queued, typ, la
 	if dead {
 		w.m.dead.WithLabelValues(typ, w.delivery).Inc()
 		if sent {
-			log.Error("mail delivery failed: marked dead", "attempts", q.Attempts+1, "err", lastErr)
+			log.Error("mail delivery failed: marked dead", "attempts", q.Attempts, "err", lastErr)
 		}
 		return
 	}
-	log.Warn("mail delivery failed: will retry", "attempt", q.Attempts+1, "next_attempt_at", next, "err", lastErr)
+	log.Warn("mail delivery failed: will retry", "attempt", q.Attempts, "next_attempt_at", next, "err", lastErr)
 }
 
 // backoff is the delay after the attempt-th failure: BackoffBase doubled

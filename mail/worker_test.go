@@ -469,7 +469,7 @@ func TestWorkerLeaseLost(t *testing.T) {
 			w.Kick()
 			eventually(t, "the next message delivered", func() bool { return q.row(second).State == StateDelivered })
 			r := q.row(first)
-			if r.State != StatePending || r.owner != "another-replica" || r.Attempts != 0 || r.Sealed == nil {
+			if r.State != StatePending || r.owner != "another-replica" || r.Attempts != 1 || r.Sealed == nil { // 1: our claim's
 				t.Errorf("stolen row: state %s, owner %s, attempts %d: the worker wrote over another owner's lease", r.State, r.owner, r.Attempts)
 			}
 			if !strings.Contains(logs.String(), "lease was lost") {
@@ -483,32 +483,117 @@ func TestWorkerLeaseLost(t *testing.T) {
 	}
 }
 
-// TestWorkerBatchRespectsLease: rows of a batch are only sent while a send
-// can still end within the lease; the rest are left to a later claim.
-func TestWorkerBatchRespectsLease(t *testing.T) {
+// TestWorkerBatchGivesBackWhenLeaseLapses: rows of a batch are only sent
+// while the lease is held; when renewals fail (the database unreachable)
+// the lease lapses, and the rest is given back untried instead of sent
+// while another process may claim it.
+func TestWorkerBatchGivesBackWhenLeaseLapses(t *testing.T) {
 	clock := newFakeClock()
 	q := newMemQueue()
+	q.setRenewErr(errors.New("database unreachable"))
 	box := mustBox(t, testSecret)
-	// Lease 100s, sends of up to 20s, 25s kept to record the outcome: a
-	// send may start until t=55s. Each send here takes 20s of clock.
+	// Lease 30s, not renewed; a send starts only while at least a third
+	// of the lease (10s) is left. Each send takes 10s of clock: sends at
+	// t=0 and 10s, none at 20s.
 	var sent atomic.Int32
 	sender := sendFunc(func(ctx context.Context, m Message, id string) error {
 		sent.Add(1)
-		clock.Add(20 * time.Second)
+		clock.Add(10 * time.Second)
 		return nil
 	})
-	w, _, logs := testWorker(t, WorkerOptions{Queue: q, Sender: sender, Now: clock.Now, Batch: 5, Lease: 100 * time.Second, SendTimeout: 20 * time.Second})
+	w, _, logs := testWorker(t, WorkerOptions{Queue: q, Sender: sender, Now: clock.Now, Batch: 5, Lease: 30 * time.Second})
+	var ids []string
 	for range 5 {
-		q.add(t, box, sampleMessage(PasswordReset), clock.Now())
+		ids = append(ids, q.add(t, box, sampleMessage(PasswordReset), clock.Now()))
 	}
 	stop := run(t, w)
-	eventually(t, "the batch handled", func() bool { return strings.Contains(logs.String(), "outlived its lease") })
+	eventually(t, "the batch handled", func() bool { return strings.Contains(logs.String(), "given back") })
 	stop()
-	if got := sent.Load(); got != 3 {
-		t.Errorf("sent %d of the batch, want 3 (at t=0, 20s, 40s)", got)
+	if got := sent.Load(); got != 2 {
+		t.Errorf("sent %d of the batch, want 2 (at t=0 and 10s)", got)
 	}
-	if a, f := q.counts(); a != 3 || f != 0 {
-		t.Errorf("acks %d, fails %d; want 3, 0", a, f)
+	given := 0
+	for _, id := range ids {
+		if r := q.row(id); r.State == StatePending && r.owner == "" && r.Attempts == 0 {
+			given++
+		}
+	}
+	if given != 3 || q.releases != 3 {
+		t.Errorf("given back %d rows (%d releases), want 3, untried and unleased", given, q.releases)
+	}
+}
+
+// TestWorkerRenewsLeaseDuringLongBatch: a batch that takes longer than the
+// lease keeps its rows: the worker renews the lease while it sends, so no
+// other process can claim them meanwhile, and every row is sent once.
+func TestWorkerRenewsLeaseDuringLongBatch(t *testing.T) {
+	q := newMemQueue()
+	box := mustBox(t, testSecret)
+	const lease = 300 * time.Millisecond
+	var stolen atomic.Int32
+	sender := sendFunc(func(ctx context.Context, m Message, id string) error {
+		// Each send outlasts half the lease; meanwhile another process
+		// tries to claim.
+		for range 4 {
+			time.Sleep(lease / 8)
+			if got, _ := q.ClaimOutbox(ctx, "another-process", 10, lease, time.Now()); len(got) > 0 {
+				stolen.Add(int32(len(got)))
+			}
+		}
+		return nil
+	})
+	w, _, _ := testWorker(t, WorkerOptions{Queue: q, Sender: sender, Batch: 5, Lease: lease})
+	var ids []string
+	for range 5 {
+		ids = append(ids, q.add(t, box, sampleMessage(PasswordReset), time.Now().Add(-time.Second)))
+	}
+	run(t, w)
+	eventually(t, "the batch delivered", func() bool { a, _ := q.counts(); return a == 5 })
+	if n := stolen.Load(); n != 0 {
+		t.Errorf("another process claimed %d rows of a live worker's batch", n)
+	}
+	if q.renewCount() == 0 {
+		t.Error("a batch of 5 × 150ms under a 300ms lease was never renewed")
+	}
+	for _, id := range ids {
+		if r := q.row(id); r.State != StateDelivered || r.Attempts != 1 {
+			t.Errorf("row %s: state %s, attempts %d; want delivered at its first attempt", id, r.State, r.Attempts)
+		}
+	}
+}
+
+// TestWorkerMessageThatKillsTheProcess: a claim is an attempt, so a message
+// whose every try ends the process delivering it (nothing recorded) is
+// claimed MaxAttempts times, then marked dead unsent at the next claim,
+// instead of being claimed forever.
+func TestWorkerMessageThatKillsTheProcess(t *testing.T) {
+	clock := newFakeClock()
+	q := newMemQueue()
+	const maxAttempts, lease = 3, 10 * time.Second
+	id := q.add(t, mustBox(t, testSecret), sampleMessage(PasswordReset), clock.Now())
+	for i := 1; i <= maxAttempts; i++ {
+		if got := q.crashClaim(t, 1, lease, clock.Now()); len(got) != 1 || got[0].Attempts != i {
+			t.Fatalf("claim %d by a process that then dies: got %+v", i, got)
+		}
+		clock.Add(lease) // its lease ends; nobody recorded anything
+	}
+	rec := &recorder{}
+	w, reg, logs := testWorker(t, WorkerOptions{Queue: q, Sender: rec, Now: clock.Now, MaxAttempts: maxAttempts, Lease: lease})
+	run(t, w)
+	w.Kick()
+	eventually(t, "the message dead", func() bool { return q.row(id).State == StateDead })
+	if n := len(rec.ids()); n != 0 {
+		t.Errorf("sent %d times, want none: the message is past its last attempt", n)
+	}
+	r := q.row(id)
+	if r.Sealed != nil || !strings.Contains(r.LastError, "without an outcome") {
+		t.Errorf("dead row: %d payload bytes, last error %q", len(r.Sealed), r.LastError)
+	}
+	if got := counter(t, reg, "authsidecar_mail_dead_total", "delivery", "webhook", "type", "password_reset"); got != 1 {
+		t.Errorf("dead: got %v, want 1", got)
+	}
+	if !strings.Contains(logs.String(), "out of attempts") {
+		t.Errorf("no log line for it:\n%s", logs)
 	}
 }
 
@@ -749,8 +834,6 @@ func TestNewWorkerRefuses(t *testing.T) {
 		{"no box", func(o *WorkerOptions) { o.Box = nil }, "no box"},
 		{"no sender", func(o *WorkerOptions) { o.Sender = nil }, "no sender"},
 		{"no delivery", func(o *WorkerOptions) { o.Delivery = "" }, "no delivery name"},
-		{"send timeout over half the lease", func(o *WorkerOptions) { o.Lease, o.SendTimeout = time.Minute, 31*time.Second }, "more than half the lease"},
-		{"default send timeout, short lease", func(o *WorkerOptions) { o.Lease = 10 * time.Second }, "more than half the lease"},
 		{"backoff max below base", func(o *WorkerOptions) { o.BackoffBase, o.BackoffMax = time.Minute, time.Second }, "below backoff base"},
 		{"negative attempts", func(o *WorkerOptions) { o.MaxAttempts = -1 }, "negative"},
 	}

@@ -207,7 +207,7 @@ func TestAdminRoleCheck(t *testing.T) {
 func TestJWTOutlivesSession(t *testing.T) {
 	s := newStack(t)
 	cookie, _, jwt := s.user("eve@example.com")
-	if r := s.do("POST", "/api/auth/sign-out", nil, "Cookie", cookie); r.status != 200 {
+	if r := s.do("POST", "/api/auth/sign-out", nil, "Cookie", cookie, "Origin", origin); r.status != 200 {
 		t.Fatalf("sign-out: %d %s", r.status, r.body)
 	}
 	if r := s.do("GET", "/api/tasks", nil, bearer(jwt)...); r.status != 200 {
@@ -225,9 +225,12 @@ func TestJWTOutlivesSession(t *testing.T) {
 }
 
 // TestRotatedKeyPickedUp: a key rotated by another process (the CLI) is
-// used at once by the running issuer, which announces it to the verifier
-// before signing with it; a JWT minted by another process with a key this
-// one never signed with is learned on first sight once the cooldown allows.
+// published at once and signs only once it has been published longer than
+// the cooldown; the running issuer then announces it to its verifier and
+// signs with it. A JWT another process signs with a rotated key this one
+// never signed with is accepted at first sight, even when this verifier
+// read its keys (an unknown kid) just after the rotation: by the time
+// anyone signs with the key, the cooldown allows another read.
 func TestRotatedKeyPickedUp(t *testing.T) {
 	s := newStack(t)
 	cookie, _, oldJWT := s.user("fred@example.com")
@@ -235,47 +238,67 @@ func TestRotatedKeyPickedUp(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := other.RotateKey(context.Background()); err != nil {
+	getSession := func() string {
+		t.Helper()
+		return s.do("GET", "/api/auth/get-session", nil, "Cookie", cookie).header.Get("Set-Auth-Jwt")
+	}
+	fresh, err := other.RotateKey(context.Background())
+	if err != nil {
 		t.Fatal(err)
 	}
-	newJWT := s.do("GET", "/api/auth/get-session", nil, "Cookie", cookie).header.Get("Set-Auth-Jwt")
-	if kidOf(t, newJWT) == kidOf(t, oldJWT) {
-		t.Fatal("get-session did not sign with the rotated key")
+	if kid := kidOf(t, getSession()); kid != kidOf(t, oldJWT) {
+		t.Fatalf("right after the rotation: signed with %s, want the old key until the new one is published long enough", kid)
+	}
+	s.clock.Add(36 * time.Second) // past the 30 s cooldown and the issuer's 5 s margin
+	newJWT := getSession()
+	if kidOf(t, newJWT) != fresh.KID {
+		t.Fatal("get-session did not sign with the rotated key once it was published long enough")
 	}
 	if r := s.do("GET", "/api/tasks", nil, bearer(newJWT)...); r.status != 200 {
-		t.Fatalf("JWT from the rotated key, at once: got %d %s, want 200", r.status, r.body)
+		t.Fatalf("JWT from the rotated key: got %d %s, want 200", r.status, r.body)
 	}
 	if r := s.do("GET", "/api/tasks", nil, bearer(oldJWT)...); r.status != 200 {
 		t.Fatalf("old key after rotation: got %d, want 200 (still published)", r.status)
 	}
 
-	// Rotate again, and let the other process sign: nobody told our verifier.
+	// Our verifier reads its keys (a token with an unknown kid) just
+	// before the other process rotates again, then signs: nobody tells us,
+	// and the key is not in what we read.
+	if r := s.do("GET", "/api/tasks", nil, bearer(forgeKid(t, newJWT, "no-such-kid"))...); r.status != 401 {
+		t.Fatalf("unknown kid: got %d, want 401", r.status)
+	}
 	if _, err := other.RotateKey(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	otherSrv := httptest.NewServer(other)
 	defer otherSrv.Close()
-	req, _ := http.NewRequest("GET", otherSrv.URL+"/api/auth/get-session", nil)
-	req.Header.Set("Cookie", cookie)
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
+	foreignJWT := func() string {
+		t.Helper()
+		req, _ := http.NewRequest("GET", otherSrv.URL+"/api/auth/get-session", nil)
+		req.Header.Set("Cookie", cookie)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		return res.Header.Get("Set-Auth-Jwt")
 	}
-	res.Body.Close()
-	foreign := res.Header.Get("Set-Auth-Jwt")
-	s.clock.Add(10 * time.Second) // inside the boot read's 30 s cooldown
-	if r := s.do("GET", "/api/tasks", nil, bearer(foreign)...); r.status != 401 {
-		t.Fatalf("unseen key within the cooldown: got %d, want 401", r.status)
+	if kid := kidOf(t, foreignJWT()); kid != fresh.KID {
+		t.Fatalf("the other process right after its rotation: signed with %s, want %s", kid, fresh.KID)
 	}
-	s.clock.Add(21 * time.Second) // past it
+	s.clock.Add(36 * time.Second)
+	foreign := foreignJWT()
+	if kid := kidOf(t, foreign); kid == fresh.KID {
+		t.Fatal("the other process did not switch to its rotated key")
+	}
 	if r := s.do("GET", "/api/tasks", nil, bearer(foreign)...); r.status != 200 {
-		t.Fatalf("unseen key after the cooldown: got %d %s, want 200", r.status, r.body)
+		t.Fatalf("the other process's first JWT with its rotated key: got %d %s, want 200", r.status, r.body)
 	}
-	if got := s.refreshe.get("unknown_kid/ok"); got != 1 {
-		t.Errorf("got %d unknown-kid reads, want 1", got)
+	if got := s.refreshe.get("unknown_kid/ok"); got != 2 {
+		t.Errorf("got %d unknown-kid reads, want 2 (the forged kid's, the rotated key's)", got)
 	}
-	if got := s.refreshe.get("unknown_kid/skipped_cooldown"); got != 1 {
-		t.Errorf("got %d cooldown skips, want 1", got)
+	if got := s.refreshe.get("unknown_kid/skipped_cooldown"); got != 0 {
+		t.Errorf("got %d cooldown skips, want none", got)
 	}
 }
 
@@ -498,6 +521,42 @@ func TestAuthorizationForwarding(t *testing.T) {
 				}
 				if tt.verified && got[0].Header.Get("X-User-Id") != uid {
 					t.Errorf("%s: upstream saw X-User-Id %q, want %s", tt.name, got[0].Header.Get("X-User-Id"), uid)
+				}
+			}
+		})
+	}
+}
+
+// TestWellKnownIdentityHeaders: the identity headers other proxies set
+// (Remote-User, X-Forwarded-User, X-Auth-Request-Email, ...) never reach
+// the upstream from a client, on any route class and in any case, while
+// an identity header configured as one of them carries the verified id.
+func TestWellKnownIdentityHeaders(t *testing.T) {
+	for _, identity := range []string{"X-User-Id", "Remote-User"} {
+		t.Run(identity, func(t *testing.T) {
+			s := newStack(t, func(o *proxy.Options) { o.IdentityHeader = identity })
+			cookie, uid, jwt := s.user("spoof@example.com")
+			for _, path := range []string{"/api/tasks", "/index.html", "/ws/browser", "/api/mcp-oauth/authorize"} {
+				hdr := append(bearer(jwt), "Cookie", cookie)
+				for _, h := range proxy.IdentityHeaders {
+					hdr = append(hdr, strings.ToLower(h), "admin@example.com")
+				}
+				r := s.do("GET", path, nil, hdr...)
+				if r.status != 200 {
+					t.Fatalf("%s: got %d %s", path, r.status, r.body)
+				}
+				got := s.up.take()[0].Header
+				for _, h := range proxy.IdentityHeaders {
+					if h == identity {
+						continue
+					}
+					if v := got.Values(h); len(v) != 0 {
+						t.Errorf("%s: upstream saw %s: %q", path, h, v)
+					}
+				}
+				authenticated := path == "/api/tasks" || path == "/api/mcp-oauth/authorize"
+				if v := got.Values(identity); authenticated && (len(v) != 1 || v[0] != uid) || !authenticated && len(v) != 0 {
+					t.Errorf("%s: upstream saw %s %q (authenticated: %v, id %s)", path, identity, v, authenticated, uid)
 				}
 			}
 		})

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"net/http"
+	"slices"
 	"strings"
 )
 
@@ -16,11 +17,37 @@ var legacyHeaders = []string{
 	"X-User-Role",
 }
 
+// identityHeaders are request headers in which other authentication
+// proxies, gateways and load balancers pass the signed-in user to the app
+// behind them. An app moved behind the sidecar from one of them may still
+// read one (a framework's "remote user" setting, a leftover middleware):
+// a client must not be able to set them through the sidecar. The list is
+// documented in docs/limits.md (TestIdentityHeadersDocumented).
+var identityHeaders = []string{
+	// Apache, nginx, Authelia, Kubernetes' request-header authentication.
+	"Remote-User", "Remote-Email", "Remote-Name", "Remote-Groups",
+	"X-Remote-User", "X-Remote-Email", "X-Remote-Group",
+	// oauth2-proxy, nginx auth_request.
+	"X-Forwarded-User", "X-Forwarded-Email", "X-Forwarded-Preferred-Username", "X-Forwarded-Groups", "X-Forwarded-Access-Token",
+	"X-Auth-Request-User", "X-Auth-Request-Email", "X-Auth-Request-Preferred-Username", "X-Auth-Request-Groups", "X-Auth-Request-Access-Token",
+	// Grafana's auth proxy, Vouch, authentik, Pomerium, Kong.
+	"X-Webauth-User", "X-Webauth-Email", "X-Vouch-User",
+	"X-Authentik-Username", "X-Authentik-Email", "X-Authentik-Uid", "X-Authentik-Groups", "X-Authentik-Name", "X-Authentik-Jwt",
+	"X-Pomerium-Jwt-Assertion", "X-Authenticated-User", "X-Authenticated-Userid", "X-Consumer-Id", "X-Consumer-Username",
+	// Google IAP, Cloudflare Access, AWS ALB, Azure App Service.
+	"X-Goog-Authenticated-User-Email", "X-Goog-Authenticated-User-Id", "X-Goog-Iap-Jwt-Assertion",
+	"Cf-Access-Authenticated-User-Email", "Cf-Access-Jwt-Assertion",
+	"X-Amzn-Oidc-Identity", "X-Amzn-Oidc-Data", "X-Amzn-Oidc-Accesstoken",
+	"X-Ms-Client-Principal", "X-Ms-Client-Principal-Id", "X-Ms-Client-Principal-Name", "X-Ms-Client-Principal-Idp",
+	// Client certificates as a TLS terminator passes them on.
+	"X-Forwarded-Client-Cert", "X-Client-Cert", "X-Ssl-Client-Cert", "X-Ssl-Client-Verify", "X-Ssl-Client-S-Dn",
+}
+
 // headerStripper removes, from every forwarded request, the client's
 // copies of the identity header (in every spelling), every header whose
 // name has an underscore (CGI, PHP and Rack fold "_" into "-", so
-// "X_User_Id" would arrive as X-User-Id), the legacy routing headers, and
-// the session cookie.
+// "X_User_Id" would arrive as X-User-Id), the legacy routing headers, the
+// identity headers other proxies set, and the session cookie.
 type headerStripper struct {
 	identity string
 	drop     map[string]bool
@@ -29,7 +56,7 @@ type headerStripper struct {
 
 func newHeaderStripper(identity string, extra, sessionCookies []string) headerStripper {
 	s := headerStripper{identity: identity, drop: map[string]bool{}, cookies: map[string]bool{}}
-	for _, h := range append(append([]string(nil), legacyHeaders...), extra...) {
+	for _, h := range slices.Concat(legacyHeaders, identityHeaders, extra) {
 		s.drop[http.CanonicalHeaderKey(h)] = true
 	}
 	for _, c := range sessionCookies {

@@ -21,10 +21,16 @@ type RequestInfo struct {
 }
 
 // CloseReason is why the proxy itself closed the request's WebSocket
-// tunnel (CloseReasonTokenExpired), or "" when the peers or a shutdown
-// ended it, or there was no tunnel. Read it once the handler has returned.
+// tunnel (CloseReasonNotWebSocket, CloseReasonTokenExpired), or "" when
+// the peers or a shutdown ended it, or there was no tunnel. Read it once
+// the handler has returned.
 func (i *RequestInfo) CloseReason() string {
-	if i.tunnel != nil && i.tunnel.expired.Load() {
+	switch {
+	case i.tunnel == nil:
+		return ""
+	case i.tunnel.broken.Load():
+		return CloseReasonNotWebSocket
+	case i.tunnel.expired.Load():
 		return CloseReasonTokenExpired
 	}
 	return ""

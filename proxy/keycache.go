@@ -24,6 +24,7 @@ package proxy
 
 import (
 	"context"
+	"crypto"
 	"crypto/ed25519"
 	"errors"
 	"fmt"
@@ -36,8 +37,18 @@ import (
 
 // Key is a public verification key.
 type Key struct {
-	KID    string
+	KID string
+	// Public is an Ed25519 key: what this sidecar and Better Auth sign
+	// with, and the only kind Lookup (so the business-route verifier)
+	// returns.
 	Public ed25519.PublicKey
+	// Provider is any other public key an identity provider's JWKS holds
+	// (*rsa.PublicKey, *ecdsa.PublicKey); nil for an Ed25519 key. Only
+	// LookupKey returns it: the business routes never verify with one.
+	Provider crypto.PublicKey
+	// Alg is the JWK's "alg" when it names one: a token signed with this
+	// key must say the same. Empty: any algorithm of the key's type.
+	Alg string
 }
 
 // KeySource returns the issuer's usable public keys. Each call is one key
@@ -121,7 +132,7 @@ type KeyCacheOptions struct {
 
 // keySet is immutable once published.
 type keySet struct {
-	keys     map[string]ed25519.PublicKey
+	keys     map[string]Key
 	loadedAt time.Time // the last successful read
 	// loaded: a read of the source has succeeded. Keys Added before that
 	// are held but not usable: the set is not known to be complete.
@@ -192,7 +203,7 @@ func NewKeyCache(o KeyCacheOptions) *KeyCache {
 	c.SetCooldown(o.Cooldown)
 	c.SetStaleIfError(o.StaleIfError)
 	c.ctx, c.cancel = context.WithCancel(context.Background())
-	c.set.Store(&keySet{keys: map[string]ed25519.PublicKey{}})
+	c.set.Store(&keySet{keys: map[string]Key{}})
 	return c
 }
 
@@ -261,9 +272,9 @@ func (c *KeyCache) read(ctx context.Context) ([]Key, error) {
 // publishLocked makes keys, with those Added while the read ran, the key
 // set: fresh from now. c.mu must be held.
 func (c *KeyCache) publishLocked(keys []Key, trigger string) {
-	next := &keySet{keys: make(map[string]ed25519.PublicKey, len(keys)+len(c.addedDuring)), loadedAt: c.o.Now(), loaded: true}
+	next := &keySet{keys: make(map[string]Key, len(keys)+len(c.addedDuring)), loadedAt: c.o.Now(), loaded: true}
 	for _, k := range append(keys, c.addedDuring...) {
-		next.keys[k.KID] = k.Public
+		next.keys[k.KID] = k
 	}
 	c.set.Store(next)
 	c.failing.Store(false)
@@ -353,11 +364,11 @@ func (c *KeyCache) Add(k Key) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	old := c.set.Load()
-	next := &keySet{keys: make(map[string]ed25519.PublicKey, len(old.keys)+1), loadedAt: old.loadedAt, loaded: old.loaded}
+	next := &keySet{keys: make(map[string]Key, len(old.keys)+1), loadedAt: old.loadedAt, loaded: old.loaded}
 	for kid, pk := range old.keys {
 		next.keys[kid] = pk
 	}
-	next.keys[k.KID] = k.Public
+	next.keys[k.KID] = k
 	c.set.Store(next)
 	if c.inflight != nil {
 		c.addedDuring = append(c.addedDuring, k)
@@ -371,9 +382,24 @@ func (c *KeyCache) Add(k Key) {
 // returns ErrKeysUnavailable at once and reads nothing: the retry loop
 // owns the source then, and requests must not pile onto a dead one.
 func (c *KeyCache) Lookup(ctx context.Context, kid string) (ed25519.PublicKey, error) {
+	k, err := c.LookupKey(ctx, kid)
+	if err != nil {
+		return nil, err
+	}
+	if k.Public == nil {
+		// An identity provider's RSA or EC key: never a business route's.
+		return nil, ErrUnknownKID
+	}
+	return k.Public, nil
+}
+
+// LookupKey is Lookup returning the whole Key, whatever its type: for
+// identity providers' id tokens (package idp), with the same refresh,
+// cooldown and staleness rules.
+func (c *KeyCache) LookupKey(ctx context.Context, kid string) (Key, error) {
 	s := c.set.Load()
 	if !c.usable(s) {
-		return nil, c.unavailable(s)
+		return Key{}, c.unavailable(s)
 	}
 	if c.o.Now().Sub(s.loadedAt) > time.Duration(c.maxAge.Load()) {
 		c.refreshInBackground()
@@ -382,16 +408,16 @@ func (c *KeyCache) Lookup(ctx context.Context, kid string) (ed25519.PublicKey, e
 		return k, nil
 	}
 	if err := c.refreshForMiss(ctx); err != nil {
-		return nil, err
+		return Key{}, err
 	}
 	s = c.set.Load()
 	if !c.usable(s) { // the read failed and the window has closed meanwhile
-		return nil, c.unavailable(s)
+		return Key{}, c.unavailable(s)
 	}
 	if k, ok := s.keys[kid]; ok {
 		return k, nil
 	}
-	return nil, ErrUnknownKID
+	return Key{}, ErrUnknownKID
 }
 
 func (c *KeyCache) refreshForMiss(ctx context.Context) error {

@@ -49,7 +49,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "authsidecar_keyset_refreshes_total", Help: "Key set refreshes by trigger (boot, max_age, unknown_kid, issuer, retry) and result (ok, error, skipped_cooldown).",
 		}, []string{"trigger", "result"}),
 		wsClosed: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "authsidecar_websocket_closed_total", Help: "WebSocket tunnels the sidecar closed itself, by reason (token_expired: the token that opened it reached exp + auth.leeway).",
+			Name: "authsidecar_websocket_closed_total", Help: "WebSocket tunnels the sidecar closed itself, by reason (token_expired: the token that opened it reached exp + auth.leeway; not_websocket: a peer sent bytes that are not WebSocket frames).",
 		}, []string{"reason"}),
 	}
 	// Present at 0 from the start, so an alert on its rate needs no
@@ -58,6 +58,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	// those the code can produce; deploy/prometheus/rules.yml relies on
 	// them (cmd/authsidecar TestRuleSeriesAtStartup).
 	m.wsClosed.WithLabelValues(CloseReasonTokenExpired)
+	m.wsClosed.WithLabelValues(CloseReasonNotWebSocket)
 	for class, reasons := range failureReasons() {
 		for _, reason := range reasons {
 			m.failures.WithLabelValues(class, reason)

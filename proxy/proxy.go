@@ -35,7 +35,10 @@ type Options struct {
 	Verifier Verifier
 	// Sessions serves the cookie-only routes. Required if CookieOnly is set.
 	Sessions SessionLookup
-	// Roles serves admin routes. Required if Admin is set.
+	// Roles serves admin routes. Zero with Admin set: every admin route
+	// answers 403, valid token or not. A proxy that cannot read roles (a
+	// verifier without a database) must not forward what only a role
+	// admits.
 	Roles RoleLookup
 
 	// IdentityHeader carries the verified user id upstream. Zero: "X-User-Id".
@@ -113,9 +116,6 @@ func New(o Options) (*Proxy, error) {
 	}
 	if len(o.CookieOnly) > 0 && o.Sessions == nil {
 		return nil, errors.New("proxy: cookie-only routes need a SessionLookup")
-	}
-	if len(o.Admin) > 0 && o.Roles == nil {
-		return nil, errors.New("proxy: admin routes need a RoleLookup")
 	}
 	if o.IdentityHeader == "" {
 		o.IdentityHeader = "X-User-Id"
@@ -243,7 +243,7 @@ func (p *Proxy) verify(w http.ResponseWriter, r *http.Request, info *RequestInfo
 	if info.Class == ClassWebSocket && hasUpgrade(r) {
 		// A zero Expires (a Verifier that did not say) closes the tunnel
 		// at once: no known end is no licence to stay open.
-		info.tunnel = newWSTunnel(claims.Expires.Add(p.o.Leeway))
+		info.tunnel = newWSTunnel(claims.Expires.Add(p.o.Leeway), p.log.With("user_id", claims.Subject))
 	}
 	return true
 }
@@ -291,6 +291,13 @@ func (p *Proxy) cookieOnly(w http.ResponseWriter, r *http.Request, info *Request
 // admin checks the verified user's role: one query per request, never
 // cached, never read from the token (docs/protocol.md).
 func (p *Proxy) admin(w http.ResponseWriter, r *http.Request, info *RequestInfo) bool {
+	if p.o.Roles == nil {
+		info.Reason = ReasonForbiddenRole
+		p.log.Warn("admin route refused: no role can be read here (a verifier without a database); routes.admin: [] forwards these paths for an upstream that checks roles itself",
+			"user_id", info.UserID, "roles", strings.Join(info.roles, ","))
+		writeError(w, http.StatusForbidden, "FORBIDDEN", "Forbidden")
+		return false
+	}
 	ctx, cancel := context.WithTimeout(r.Context(), p.o.StoreTimeout)
 	defer cancel()
 	ok, err := p.o.Roles.HasAnyRole(ctx, info.UserID, info.roles)

@@ -10,6 +10,8 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/authsidecar/authsidecar/internal/wstest"
 )
 
 // wsHandshake writes a WebSocket upgrade on a raw connection (the way a
@@ -38,7 +40,8 @@ func wsHandshake(t *testing.T, s *stack, target string) (string, *bufio.Reader, 
 	return strings.TrimSpace(status), br, conn
 }
 
-// echoUpgrade is an upstream that accepts the upgrade and echoes bytes.
+// echoUpgrade is an upstream that accepts the upgrade and echoes each
+// frame (the client's are masked, its own are not).
 func echoUpgrade(w http.ResponseWriter, r *http.Request) {
 	if r.Header.Get("Upgrade") != "websocket" {
 		http.Error(w, "want upgrade", 400)
@@ -51,7 +54,12 @@ func echoUpgrade(w http.ResponseWriter, r *http.Request) {
 	defer conn.Close()
 	fmt.Fprintf(brw, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nX-Seen-User: %s\r\n\r\n", r.Header.Get("X-User-Id"))
 	brw.Flush()
-	io.Copy(conn, brw)
+	for {
+		f, err := wstest.ReadFrame(brw, true)
+		if err != nil || wstest.WriteFrame(conn, f.Op, f.Payload, false) != nil {
+			return
+		}
+	}
 }
 
 func TestWebSocketThroughProxy(t *testing.T) {
@@ -63,9 +71,11 @@ func TestWebSocketThroughProxy(t *testing.T) {
 	if !strings.Contains(status, "101") {
 		t.Fatalf("got %q, want 101 Switching Protocols", status)
 	}
-	fmt.Fprint(conn, "ping\n")
-	if line, err := br.ReadString('\n'); err != nil || line != "ping\n" {
-		t.Fatalf("echo through the tunnel: got %q %v", line, err)
+	if err := wstest.WriteFrame(conn, wstest.OpText, []byte("ping"), true); err != nil {
+		t.Fatal(err)
+	}
+	if f, err := wstest.ReadFrame(br, false); err != nil || string(f.Payload) != "ping" {
+		t.Fatalf("echo through the tunnel: got %+v %v", f, err)
 	}
 	got := s.up.take()
 	if len(got) != 1 || got[0].Header.Get("X-User-Id") != uid || got[0].RawQuery != "room=7" {

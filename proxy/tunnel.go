@@ -4,7 +4,10 @@ import (
 	"bufio"
 	"crypto/rand"
 	"encoding/binary"
+	"errors"
+	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"sync"
@@ -20,10 +23,13 @@ import (
 // ReverseProxy still does the upgrade and runs the two copy loops; the
 // tunnel only wraps the two connections it copies between. Each Write
 // toward a peer passes through a frame tracker (RFC 6455 §5.2) that knows
-// where the current frame ends, without copying or buffering. At exp +
-// leeway each direction gets a close frame, code 1008 (policy violation),
-// at its next frame boundary (at once when it is idle), so no frame is cut
-// in half; toward the upstream it is masked, as a client's frames must be.
+// where the current frame and message end, without copying or buffering.
+// At exp + leeway each direction gets a close frame, code 1008 (policy
+// violation), at its next boundary (at once when it is idle): the end of a
+// frame outside a fragmented message, so no frame or message is cut in
+// half; toward the upstream it is masked, as a client's frames must be.
+// Bytes that are not WebSocket frames end the tunnel at once (reject),
+// whatever the deadline, with a log line saying who sent them.
 // Whatever either peer sends after that is read and dropped, until both
 // have answered with their own close frame or hung up. Then, or
 // wsCloseWait after exp at the latest, both connections are closed: a peer
@@ -37,8 +43,9 @@ import (
 //	closing  from the deadline (expire): each direction finishes the frame
 //	         in flight, sends its close frame, then drops what follows.
 //	closed   both connections closed (closeBoth): both handshakes are over
-//	         (check), wsCloseWait passed (the bound timer), or ReverseProxy
-//	         closed a side after the deadline (stop).
+//	         (check), wsCloseWait passed (the bound timer), ReverseProxy
+//	         closed a side after the deadline (stop), or a peer sent bytes
+//	         that are not frames (reject, from open or closing).
 //
 // Each direction (wsDir) while closing: waiting for a frame boundary ->
 // sent (our close, or the sender's own close, went out, or writing
@@ -52,6 +59,11 @@ import (
 // CloseReasonTokenExpired is RequestInfo.CloseReason (and the access log's
 // close_reason) of a tunnel the proxy closed because its token expired.
 const CloseReasonTokenExpired = "token_expired"
+
+// CloseReasonNotWebSocket is the CloseReason of a tunnel the proxy closed
+// because a peer sent bytes that are not RFC 6455 frames: whatever they
+// are, they are not what the token was checked for.
+const CloseReasonNotWebSocket = "not_websocket"
 
 const (
 	// wsCloseWait bounds the closing handshake: from the deadline until
@@ -81,15 +93,30 @@ type wsTunnel struct {
 	bound    *time.Timer
 	done     bool          // the tunnel ended (ReverseProxy closed a side)
 	expired  atomic.Bool   // the deadline passed while the tunnel was open
+	broken   atomic.Bool   // a peer sent bytes that are not WebSocket frames
 	finished chan struct{} // closed once both connections are closed
 	finish   sync.Once
+	log      *slog.Logger
 }
 
-func newWSTunnel(deadline time.Time) *wsTunnel {
-	t := &wsTunnel{deadline: deadline, finished: make(chan struct{})}
+func newWSTunnel(deadline time.Time, log *slog.Logger) *wsTunnel {
+	t := &wsTunnel{deadline: deadline, finished: make(chan struct{}), log: log}
 	t.toClient.t, t.toUpstream.t = t, t
 	t.toUpstream.masked = true
+	t.toUpstream.frames.masked = true
+	t.toClient.from, t.toUpstream.from = "upstream", "client"
 	return t
+}
+
+// reject ends the tunnel at once, both connections closed, when d's
+// sender sent bytes that are not WebSocket frames; none of them is
+// forwarded. No close frame: the stream it would follow is not WebSocket.
+func (t *wsTunnel) reject(d *wsDir, err error) {
+	if t.broken.CompareAndSwap(false, true) {
+		t.log.Warn("websocket tunnel closed: bytes that are not WebSocket frames (RFC 6455) after the upgrade",
+			"from", d.from, "error", err.Error())
+	}
+	t.closeBoth()
 }
 
 // writer wraps w so that the hijacked client connection and, through
@@ -223,6 +250,7 @@ type wsDir struct {
 	t      *wsTunnel
 	w      io.Writer // the receiving peer's connection
 	masked bool      // toward the upstream: frames from a client are masked
+	from   string    // the sending peer, for the log: "client" or "upstream"
 
 	mu     sync.Mutex // serializes writes to w; guards frames
 	frames wsFrames
@@ -246,22 +274,35 @@ func (d *wsDir) forward(p []byte) (int, error) {
 	// either close frame goes out, so a peer's answer to the first one
 	// cannot slip through this direction ahead of ours.
 	if !d.t.expired.Load() {
-		d.track(p)
+		if err := d.track(p); err != nil {
+			return 0, err
+		}
 		return d.w.Write(p)
 	}
-	for len(p) > 0 {
+	for {
 		if d.sent.Load() {
-			d.track(p) // only to see the sender's close frame
+			if err := d.track(p); err != nil { // only to see the sender's close frame
+				return 0, err
+			}
 			break
 		}
 		if d.frames.boundary() {
+			// At once, even when p ended with the frame (or message) in
+			// flight: the sender may send nothing more.
 			if err := d.sendClose(); err != nil {
 				return n - len(p), err
 			}
 			continue
 		}
-		k, ended, op := d.frames.next(p)
-		_, err := d.w.Write(p[:k])
+		if len(p) == 0 {
+			break
+		}
+		k, ended, op, err := d.frames.next(p)
+		if err != nil {
+			d.t.reject(d, err)
+			return n - len(p), err
+		}
+		_, err = d.w.Write(p[:k])
 		if ended {
 			d.frameEnded(op)
 		}
@@ -275,15 +316,21 @@ func (d *wsDir) forward(p []byte) (int, error) {
 	return n, nil
 }
 
-// track follows the frames of p without writing it.
-func (d *wsDir) track(p []byte) {
+// track follows the frames of p without writing it; bytes that are not
+// frames end the tunnel.
+func (d *wsDir) track(p []byte) error {
 	for len(p) > 0 {
-		k, ended, op := d.frames.next(p)
+		k, ended, op, err := d.frames.next(p)
+		if err != nil {
+			d.t.reject(d, err)
+			return err
+		}
 		if ended {
 			d.frameEnded(op)
 		}
 		p = p[k:]
 	}
+	return nil
 }
 
 // frameEnded notes the sender's close frame: it closes this direction as
@@ -420,17 +467,54 @@ func (u *wsUpstreamConn) Close() error {
 }
 
 // wsFrames follows RFC 6455 §5.2 framing through a byte stream, so the
-// proxy knows where each frame ends without buffering or copying it. It
-// judges nothing: bytes that are not WebSocket frames only move the next
-// boundary, and wsCloseWait bounds the wait for it.
+// proxy knows where each frame and each message ends without buffering or
+// copying it. It checks each header as far as framing goes (§5.2, §5.4,
+// §5.5): a known opcode, the mask bit the sender's side must set, control
+// frames final and short, continuations only inside a message and a new
+// message only outside one. Anything else is not WebSocket, and next says
+// so. Reserved bits are left alone: an extension the peers negotiated may
+// use them.
 type wsFrames struct {
 	hdr       [14]byte // the current frame's header, as far as read
 	nhdr      int
 	left      uint64 // payload bytes of the current frame still to come
 	inPayload bool
+	// inMessage: a fragmented message has begun (a data frame without FIN)
+	// and its last fragment has not come. A close frame may not be sent
+	// into it: control frames between fragments are legal, but a peer
+	// that reads a message whole would see it cut.
+	inMessage bool
+	masked    bool // the sender is a client: its frames must be masked
 }
 
-func (f *wsFrames) boundary() bool { return f.nhdr == 0 && !f.inPayload }
+// boundary reports whether a close frame may go now: between frames, and
+// not inside a fragmented message.
+func (f *wsFrames) boundary() bool { return f.nhdr == 0 && !f.inPayload && !f.inMessage }
+
+// errNotWebSocket wraps what next finds wrong with a header.
+var errNotWebSocket = errors.New("not a WebSocket frame")
+
+// check judges the current header, whole (h holds headerLen bytes).
+func (f *wsFrames) check(h []byte) error {
+	op, fin, masked := h[0]&0x0f, h[0]&0x80 != 0, h[1]&0x80 != 0
+	switch {
+	case op > 0x2 && op < 0x8 || op > 0xa:
+		return fmt.Errorf("%w: opcode %#x", errNotWebSocket, op)
+	case f.masked && !masked:
+		return fmt.Errorf("%w: an unmasked frame from the client", errNotWebSocket)
+	case !f.masked && masked:
+		return fmt.Errorf("%w: a masked frame from the upstream", errNotWebSocket)
+	case op >= 0x8 && (!fin || h[1]&0x7f > 125):
+		return fmt.Errorf("%w: control frame %#x fragmented or longer than 125 bytes", errNotWebSocket, op)
+	case op == 0x0 && !f.inMessage:
+		return fmt.Errorf("%w: a continuation frame with no message begun", errNotWebSocket)
+	case (op == 0x1 || op == 0x2) && f.inMessage:
+		return fmt.Errorf("%w: a new message before the last one's final fragment", errNotWebSocket)
+	case h[1]&0x7f == 127 && h[2]&0x80 != 0:
+		return fmt.Errorf("%w: a 64-bit length with its top bit set", errNotWebSocket)
+	}
+	return nil
+}
 
 // headerLen is the header's length as far as the bytes read tell: 2, plus
 // 2 or 8 for an extended length, plus 4 for a masking key.
@@ -453,8 +537,9 @@ func (f *wsFrames) headerLen() int {
 
 // next consumes p up to the end of the current frame and returns how many
 // bytes that took; when the frame ended there, ended is true and op is its
-// opcode.
-func (f *wsFrames) next(p []byte) (n int, ended bool, op byte) {
+// opcode. A header that is not WebSocket is an error wrapping
+// errNotWebSocket, with nothing consumed of p counted.
+func (f *wsFrames) next(p []byte) (n int, ended bool, op byte, err error) {
 	for n < len(p) {
 		if !f.inPayload {
 			var h []byte
@@ -474,6 +559,9 @@ func (f *wsFrames) next(p []byte) (n int, ended bool, op byte) {
 				}
 				h = f.hdr[:]
 			}
+			if err := f.check(h[:f.headerLen()]); err != nil {
+				return 0, false, 0, err
+			}
 			switch l := h[1] & 0x7f; l {
 			case 126:
 				f.left = uint64(binary.BigEndian.Uint16(h[2:4]))
@@ -489,9 +577,12 @@ func (f *wsFrames) next(p []byte) (n int, ended bool, op byte) {
 		f.left -= k
 		if f.left == 0 {
 			op = f.hdr[0] & 0x0f
+			if op < 0x8 { // data: a message goes on until a final frame
+				f.inMessage = f.hdr[0]&0x80 == 0
+			}
 			f.nhdr, f.inPayload = 0, false
-			return n, true, op
+			return n, true, op, nil
 		}
 	}
-	return n, false, 0
+	return n, false, 0, nil
 }

@@ -14,59 +14,74 @@ var WSCloseWait = wsCloseWait
 
 // TestWSFramesBoundaries: the tracker finds every frame's end whatever
 // the chunking: a stream of frames of every header shape (7-, 16- and
-// 64-bit lengths, masked or not, empty payloads, control frames) is fed
-// in chunks of each size from 1 byte up, and the ends it reports must be
-// exactly the ends of the frames written.
+// 64-bit lengths, empty payloads, control frames, a fragmented message
+// with a ping between its fragments), masked as a client's or plain as an
+// upstream's, is fed in chunks of each size from 1 byte up, and the ends
+// it reports must be exactly the ends of the frames written; a close
+// frame may go after each, except inside the fragmented message.
 func TestWSFramesBoundaries(t *testing.T) {
-	var stream []byte
-	var ends []int
-	var ops []byte
-	add := func(op byte, n int, masked bool) {
-		stream = wstest.AppendFrame(stream, op, bytes.Repeat([]byte{0x88}, n), masked)
-		ends = append(ends, len(stream))
-		ops = append(ops, op)
-	}
 	for _, masked := range []bool{false, true} {
-		add(wstest.OpText, 0, masked)
-		add(wstest.OpText, 1, masked)
-		add(wstest.OpBinary, 125, masked)
-		add(wstest.OpBinary, 126, masked)
-		add(wstest.OpPing, 4, masked)
-		add(wstest.OpBinary, 0xffff, masked)
-		add(wstest.OpBinary, 0x10000, masked)
-		add(wstest.OpClose, 2, masked)
-	}
-	// A header whose 0x88 payload bytes look like close frames: only
-	// headers are read as headers.
-	add(wstest.OpContinuation, 300, false)
+		var stream []byte
+		var ends []int
+		var ops []byte
+		var closable []bool
+		add := func(op byte, n int, fin, inMessage bool) {
+			start := len(stream)
+			stream = wstest.AppendFrame(stream, op, bytes.Repeat([]byte{0x88}, n), masked)
+			if !fin {
+				stream[start] &^= 0x80
+			}
+			ends = append(ends, len(stream))
+			ops = append(ops, op)
+			closable = append(closable, !inMessage)
+		}
+		add(wstest.OpText, 0, true, false)
+		add(wstest.OpText, 1, true, false)
+		add(wstest.OpBinary, 125, true, false)
+		add(wstest.OpBinary, 126, true, false)
+		add(wstest.OpPing, 4, true, false)
+		add(wstest.OpBinary, 0xffff, true, false)
+		add(wstest.OpBinary, 0x10000, true, false)
+		add(wstest.OpClose, 2, true, false)
+		// A fragmented message, a ping between its fragments; the 0x88
+		// payload bytes look like close frames: only headers are read as
+		// headers.
+		add(wstest.OpText, 300, false, true)
+		add(wstest.OpPing, 3, true, true)
+		add(wstest.OpContinuation, 300, false, true)
+		add(wstest.OpContinuation, 5, true, false)
 
-	for _, chunk := range []int{1, 2, 3, 7, 13, 14, 100, 4096, 32 << 10, len(stream)} {
-		var f wsFrames
-		var gotEnds []int
-		var gotOps []byte
-		pos := 0
-		for off := 0; off < len(stream); off += chunk {
-			p := stream[off:min(off+chunk, len(stream))]
-			for len(p) > 0 {
-				n, ended, op := f.next(p)
-				if n == 0 {
-					t.Fatalf("chunk %d: next consumed nothing at %d", chunk, pos)
-				}
-				pos += n
-				p = p[n:]
-				if ended {
-					gotEnds = append(gotEnds, pos)
-					gotOps = append(gotOps, op)
-					if !f.boundary() {
-						t.Fatalf("chunk %d: frame ended at %d but not at a boundary", chunk, pos)
+		for _, chunk := range []int{1, 2, 3, 7, 13, 14, 100, 4096, 32 << 10, len(stream)} {
+			f := wsFrames{masked: masked}
+			var gotEnds []int
+			var gotOps []byte
+			pos := 0
+			for off := 0; off < len(stream); off += chunk {
+				p := stream[off:min(off+chunk, len(stream))]
+				for len(p) > 0 {
+					n, ended, op, err := f.next(p)
+					if err != nil {
+						t.Fatalf("masked %v, chunk %d: at %d: %v", masked, chunk, pos, err)
 					}
-				} else if len(p) != 0 {
-					t.Fatalf("chunk %d: next stopped at %d inside a frame with bytes left", chunk, pos)
+					if n == 0 {
+						t.Fatalf("masked %v, chunk %d: next consumed nothing at %d", masked, chunk, pos)
+					}
+					pos += n
+					p = p[n:]
+					if ended {
+						gotEnds = append(gotEnds, pos)
+						gotOps = append(gotOps, op)
+						if want := closable[len(gotEnds)-1]; f.boundary() != want {
+							t.Fatalf("masked %v, chunk %d: frame ended at %d, boundary %v, want %v", masked, chunk, pos, f.boundary(), want)
+						}
+					} else if len(p) != 0 {
+						t.Fatalf("masked %v, chunk %d: next stopped at %d inside a frame with bytes left", masked, chunk, pos)
+					}
 				}
 			}
-		}
-		if !equalInts(gotEnds, ends) || !bytes.Equal(gotOps, ops) {
-			t.Fatalf("chunk %d: got ends %v ops %v, want %v %v", chunk, gotEnds, gotOps, ends, ops)
+			if !equalInts(gotEnds, ends) || !bytes.Equal(gotOps, ops) {
+				t.Fatalf("masked %v, chunk %d: got ends %v ops %v, want %v %v", masked, chunk, gotEnds, gotOps, ends, ops)
+			}
 		}
 	}
 }
@@ -145,7 +160,7 @@ func BenchmarkWSFrames(b *testing.B) {
 				}
 				p := stream[off : off+32<<10]
 				for len(p) > 0 {
-					n, _, _ := f.next(p)
+					n, _, _, _ := f.next(p)
 					p = p[n:]
 				}
 				off += 32 << 10

@@ -39,6 +39,7 @@ type wsStack struct {
 	priv    ed25519.PrivateKey
 	reg     *prometheus.Registry
 	access  *lockedBuffer
+	log     *lockedBuffer // the proxy's log
 	addr    string
 	tracker *server.Tracker
 	peers   chan *wsEnd // the upstream's side of each accepted WebSocket
@@ -53,7 +54,7 @@ func newWSStack(t testing.TB, leeway time.Duration) *wsStack {
 		t.Fatal(err)
 	}
 	t.Cleanup(kc.Close)
-	s := &wsStack{priv: priv, reg: prometheus.NewRegistry(), access: &lockedBuffer{}, tracker: server.NewTracker(), peers: make(chan *wsEnd, 8)}
+	s := &wsStack{priv: priv, reg: prometheus.NewRegistry(), access: &lockedBuffer{}, log: &lockedBuffer{}, tracker: server.NewTracker(), peers: make(chan *wsEnd, 8)}
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		conn, br, err := wstest.Accept(w, r)
 		if err != nil {
@@ -74,7 +75,7 @@ func newWSStack(t testing.TB, leeway time.Duration) *wsStack {
 		Passthrough:       []string{"/ws/browser"},
 		Leeway:            leeway,
 		Metrics:           m,
-		Logger:            discard,
+		Logger:            slog.New(slog.NewTextHandler(s.log, nil)),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -119,6 +120,12 @@ func (s *wsStack) open(t testing.TB, target string, header ...string) (client, u
 // closedCount is authsidecar_websocket_closed_total{reason="token_expired"}.
 func (s *wsStack) closedCount(t *testing.T) float64 {
 	t.Helper()
+	return s.closedBy(t, proxy.CloseReasonTokenExpired)
+}
+
+// closedBy is authsidecar_websocket_closed_total{reason=reason}.
+func (s *wsStack) closedBy(t *testing.T, reason string) float64 {
+	t.Helper()
 	mfs, err := s.reg.Gather()
 	if err != nil {
 		t.Fatal(err)
@@ -128,12 +135,12 @@ func (s *wsStack) closedCount(t *testing.T) float64 {
 			continue
 		}
 		for _, m := range mf.GetMetric() {
-			if len(m.GetLabel()) == 1 && m.GetLabel()[0].GetValue() == proxy.CloseReasonTokenExpired {
+			if len(m.GetLabel()) == 1 && m.GetLabel()[0].GetValue() == reason {
 				return m.GetCounter().GetValue()
 			}
 		}
 	}
-	t.Fatal(`no authsidecar_websocket_closed_total{reason="token_expired"} series`)
+	t.Fatalf(`no authsidecar_websocket_closed_total{reason=%q} series`, reason)
 	return 0
 }
 

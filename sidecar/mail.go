@@ -11,12 +11,14 @@ import (
 )
 
 // Outbox delivery timing. The backoff runs from 5s to 1h (sidecar.yaml
-// says so); email.max_attempts decides when a message is dead.
+// says so); email.max_attempts decides when a message is dead. The lease
+// is 10s, renewed while a batch is delivered: the rows of a process
+// killed mid-batch are free to the others (polling every 5s) within 15s.
 const (
 	mailBackoffBase  = 5 * time.Second
 	mailBackoffMax   = time.Hour
 	MailPollInterval = 5 * time.Second
-	mailLease        = 2 * time.Minute
+	mailLease        = 10 * time.Second
 )
 
 // MailTemplates loads the configured template overrides (or the built-in

@@ -38,7 +38,7 @@ func TestMetricsGolden(t *testing.T) {
 	defer db.Close()
 	reg := prometheus.NewRegistry()
 	countQueries(db, reg)
-	st, err := buildStack(context.Background(), cfg, config.NewSecret(e2eSecret), db, newLogs(cfg.Log, io.Discard), reg, nil)
+	st, err := buildStack(context.Background(), cfg, config.NewSecret(e2eSecret), db, newLogs(cfg.Log, io.Discard), reg, nil, os.Getenv)
 	if err != nil {
 		t.Fatal(err)
 	}

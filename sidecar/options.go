@@ -25,11 +25,13 @@ func IssuerOptions(cfg config.Config, secret config.Secret, store issuer.Store, 
 		MinPasswordLength: cfg.Auth.MinPasswordLength,
 		MaxPasswordLength: cfg.Auth.MaxPasswordLength,
 		Limits:            issuerLimits(cfg.Limits),
+		KeyCooldown:       cfg.Keys.Cooldown.D(),
 		Recovery: issuer.RecoveryOptions{
 			ResetTokenTTL:            cfg.Auth.ResetTokenTTL.D(),
 			VerificationTokenTTL:     cfg.Auth.VerificationTokenTTL.D(),
 			RequireEmailVerification: cfg.Auth.RequireEmailVerification,
 			SendOnSignin:             cfg.Auth.SendVerificationOnSignin,
+			SignInAfterVerification:  cfg.Auth.SignInAfterVerification,
 			KeepSessionsOnReset:      !cfg.Auth.RevokeSessionsOnPasswordReset,
 			ResetPage:                cfg.Auth.ResetPageURL,
 		},
@@ -49,6 +51,10 @@ func issuerLimits(l config.Limits) issuer.Limits {
 		MailPerIP:               issuer.Rate(l.MailPerIP),
 		MailPerEmail:            issuer.Rate(l.MailPerEmail),
 		TokenPerIP:              issuer.Rate(l.TokenPerIP),
+		PasswordCheckPerUser:    issuer.Rate(l.PasswordCheckPerUser),
+		PasswordCheckPerIP:      issuer.Rate(l.PasswordCheckPerIP),
+		IPv6Prefix:              l.IPv6Prefix,
+		BodyReadTimeout:         l.BodyReadTimeout.D(),
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -36,7 +37,7 @@ func TestStackApplyLog(t *testing.T) {
 	defer db.Close()
 	var buf syncBuffer
 	lg := newLogs(cfg.Log, &buf)
-	st, err := buildStack(context.Background(), cfg, config.NewSecret(e2eSecret), db, lg, prometheus.NewRegistry(), nil)
+	st, err := buildStack(context.Background(), cfg, config.NewSecret(e2eSecret), db, lg, prometheus.NewRegistry(), nil, os.Getenv)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +128,7 @@ func TestStackApplyJWKS(t *testing.T) {
 	cfg.Routes.CookieOnly, cfg.Routes.Admin = nil, nil // they need a database
 	cfg.Keys.JWKSURL = a.URL + "/api/auth/jwks"
 	var buf syncBuffer
-	st, err := buildStack(context.Background(), cfg, config.Secret{}, nil, newLogs(cfg.Log, &buf), prometheus.NewRegistry(), nil)
+	st, err := buildStack(context.Background(), cfg, config.Secret{}, nil, newLogs(cfg.Log, &buf), prometheus.NewRegistry(), nil, os.Getenv)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -202,7 +203,7 @@ func TestStackApplyJWKSCAFile(t *testing.T) {
 	cfg.Routes.CookieOnly, cfg.Routes.Admin = nil, nil // they need a database
 	cfg.Keys.JWKSURL = plain.URL + "/api/auth/jwks"
 	var buf syncBuffer
-	st, err := buildStack(context.Background(), cfg, config.Secret{}, nil, newLogs(cfg.Log, &buf), prometheus.NewRegistry(), nil)
+	st, err := buildStack(context.Background(), cfg, config.Secret{}, nil, newLogs(cfg.Log, &buf), prometheus.NewRegistry(), nil, os.Getenv)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -42,7 +43,7 @@ func BenchmarkServeBusiness(b *testing.B) {
 	reg := prometheus.NewRegistry()
 	countQueries(db, reg)
 	lg := newLogs(cfg.Log, io.Discard) // production defaults: JSON access log on
-	st, err := buildStack(context.Background(), cfg, config.NewSecret(e2eSecret), db, lg, reg, nil)
+	st, err := buildStack(context.Background(), cfg, config.NewSecret(e2eSecret), db, lg, reg, nil, os.Getenv)
 	if err != nil {
 		b.Fatal(err)
 	}

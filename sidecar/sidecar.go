@@ -30,8 +30,8 @@ type Options struct {
 	// Secret is AUTH_SECRET (config.Config.LoadSecret). Zero: the config
 	// needs none (a verifier without cookie-only routes).
 	Secret config.Secret
-	// Getenv reads the environment: the database URL and the mail
-	// secrets the config names. Nil: os.Getenv.
+	// Getenv reads the environment: the database URL, the mail secrets
+	// and the reload token the config names. Nil: os.Getenv.
 	Getenv func(string) string
 	// Log receives the process log and the access log, batched (see
 	// bufferedLog). Nil: os.Stderr.
@@ -110,6 +110,13 @@ func New(ctx context.Context, o Options) (_ *Sidecar, err error) {
 	if err != nil {
 		return nil, err
 	}
+	if _, err := cfg.LoadProviderSecrets(getenv); err != nil {
+		return nil, err
+	}
+	reloadToken, err := cfg.LoadReloadToken(getenv)
+	if err != nil {
+		return nil, err
+	}
 
 	ln := o.Listener
 	if ln == nil {
@@ -146,7 +153,7 @@ func New(ctx context.Context, o Options) (_ *Sidecar, err error) {
 			return nil, err
 		}
 	}
-	if s.st, err = buildStack(ctx, cfg, o.Secret, s.db, lg, reg, s.mail); err != nil {
+	if s.st, err = buildStack(ctx, cfg, o.Secret, s.db, lg, reg, s.mail, getenv); err != nil {
 		return nil, err
 	}
 	closers = append(closers, s.st.close)
@@ -175,7 +182,7 @@ func New(ctx context.Context, o Options) (_ *Sidecar, err error) {
 		Listener: ln, Tracker: mainTracker, Grace: cfg.Shutdown.Grace.D(), OnDrain: s.hl.Drain, Logger: s.log,
 	}
 	s.admin = &server.Server{
-		HTTP:     newHTTPServer(adminTracker.Middleware(adminMux(reg, s.hl, cfg.Metrics.Pprof, s.rl)), s.log),
+		HTTP:     newHTTPServer(adminTracker.Middleware(adminMux(reg, s.hl, cfg.Metrics.Pprof, s.rl, reloadToken)), s.log),
 		Listener: adminLn, Tracker: adminTracker, Grace: time.Second, Logger: s.log,
 	}
 	return s, nil

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/authsidecar/authsidecar/config"
+	"github.com/authsidecar/authsidecar/idp"
 	"github.com/authsidecar/authsidecar/issuer"
 	"github.com/authsidecar/authsidecar/jwks"
 	"github.com/authsidecar/authsidecar/proxy"
@@ -40,6 +41,13 @@ type stack struct {
 	tokens    *proxy.TokenCacheMetrics // nil: cache.verified_tokens is 0
 	transport http.RoundTripper
 	upstream  *url.URL
+	// getenv reads the identity providers' client secrets, at start and
+	// on each reload.
+	getenv func(string) string
+	idpm   *idp.Metrics
+	// idps is the identity providers in force (full mode; empty in
+	// verifier mode), swapped with the generation under mu.
+	idps *idp.Set
 
 	// mu orders apply and close: a reload that ends after close must not
 	// put in force a key cache nobody would close.
@@ -104,7 +112,7 @@ func (k *issuerKeys) PublicKeys(ctx context.Context) ([]proxy.Key, error) {
 // a verifier starts even while its JWKS URL is down (its business routes
 // answer 503 KEYS_UNAVAILABLE and /readyz fails until a fetch succeeds).
 // mw, when not nil, is the outbox's box and worker (email.delivery not off).
-func buildStack(ctx context.Context, cfg config.Config, secret config.Secret, db *sqlstore.DB, lg logs, reg prometheus.Registerer, mw *mailWiring) (*stack, error) {
+func buildStack(ctx context.Context, cfg config.Config, secret config.Secret, db *sqlstore.DB, lg logs, reg prometheus.Registerer, mw *mailWiring, getenv func(string) string) (*stack, error) {
 	log := lg.log
 	upstream, err := url.Parse(cfg.Upstream)
 	if err != nil {
@@ -116,6 +124,16 @@ func buildStack(ctx context.Context, cfg config.Config, secret config.Secret, db
 			ResponseHeaderTimeout: cfg.Proxy.ResponseHeaderTimeout.D(),
 			MaxConns:              cfg.Proxy.UpstreamMaxConns, MaxPending: cfg.Proxy.UpstreamMaxPending,
 		}),
+		getenv: getenv, idpm: idp.NewMetrics(reg),
+	}
+	// Identity providers read nothing here: discovery and keys come in
+	// the background, so a provider that is down delays no start.
+	pcs, err := providerConfigs(cfg, getenv)
+	if err != nil {
+		return nil, err
+	}
+	if st.idps, err = idp.NewSet(pcs, idpOptions(cfg, log, st.idpm)); err != nil {
+		return nil, err
 	}
 	// The gauges read the generation in force at scrape time; the registry
 	// is served only once buildStack has returned one.
@@ -136,6 +154,7 @@ func buildStack(ctx context.Context, cfg config.Config, secret config.Secret, db
 	defer func() {
 		if !built {
 			ver.keys.Close() // stops a background retry a failed Load started
+			st.idps.Close()
 		}
 	}()
 	if cfg.Verifier() {
@@ -146,6 +165,7 @@ func buildStack(ctx context.Context, cfg config.Config, secret config.Secret, db
 	} else {
 		opts := IssuerOptions(cfg, secret, db, log)
 		opts.Registerer = reg
+		opts.Providers = st.idps.Providers()
 		if mw != nil {
 			opts.Recovery.Sealer, opts.Recovery.Queued = mw.box, mw.worker.Queued
 		}
@@ -162,7 +182,7 @@ func buildStack(ctx context.Context, cfg config.Config, secret config.Secret, db
 			return nil, fmt.Errorf("load keys: %w", err)
 		}
 	}
-	g, err := st.build(cfg, ver)
+	g, err := st.build(cfg, ver, st.idps)
 	if err != nil {
 		return nil, err
 	}
@@ -255,7 +275,7 @@ func staleIfError(cfg config.Config) time.Duration {
 // build wires one generation from cfg and ver: everything
 // config.Reloadable names. It changes nothing shared, so a failed build
 // leaves the running generation as it was.
-func (st *stack) build(cfg config.Config, ver *verification) (*generation, error) {
+func (st *stack) build(cfg config.Config, ver *verification, idps *idp.Set) (*generation, error) {
 	log := st.lg.log
 	trusted, err := proxy.ParsePrefixes(cfg.Proxy.TrustedProxies)
 	if err != nil {
@@ -285,6 +305,7 @@ func (st *stack) build(cfg config.Config, ver *verification) (*generation, error
 			TrustedOrigins: cfg.Auth.TrustedOrigins,
 			Limits:         issuerLimits(cfg.Limits),
 			ClientIP:       proxy.ClientIP(trusted),
+			Providers:      idps.Providers(),
 		})
 		if err != nil {
 			return nil, err
@@ -357,8 +378,23 @@ func (st *stack) apply(cfg config.Config) error {
 	if err != nil {
 		return err
 	}
-	g, err := st.build(cfg, ver)
+	pcs, err := providerConfigs(cfg, st.getenv)
 	if err != nil {
+		if fresh {
+			ver.keys.Close()
+		}
+		return err
+	}
+	idps, err := st.idps.Reload(pcs)
+	if err != nil {
+		if fresh {
+			ver.keys.Close()
+		}
+		return err
+	}
+	g, err := st.build(cfg, ver, idps)
+	if err != nil {
+		idps.Retire(st.idps)
 		if fresh {
 			ver.keys.Close()
 		}
@@ -369,6 +405,10 @@ func (st *stack) apply(cfg config.Config) error {
 	ver.keys.SetStaleIfError(staleIfError(cfg))
 	st.lg.level.Set(logLevel(cfg.Log.Level))
 	st.current.Store(g)
+	// Requests on the old generation may still be at a provider dropped
+	// now: closing stops only background work (discovery, key reads).
+	st.idps.Retire(idps)
+	st.idps = idps
 	if fresh {
 		// Requests still on the old generation keep verifying with the
 		// keys it holds: Close only stops its background reads.
@@ -385,6 +425,7 @@ func (st *stack) close() {
 	defer st.mu.Unlock()
 	st.closed = true
 	st.current.Load().ver.keys.Close()
+	st.idps.Close()
 }
 
 // countQueries counts every store query by the route class of the request

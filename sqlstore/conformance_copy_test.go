@@ -50,10 +50,17 @@ func fill(t *testing.T, db *sqlstore.DB, e env) issuer.Snapshot {
 			t.Fatal(err)
 		}
 	}
-	// The store writes no account without a password: Better Auth does,
-	// for social sign-ins.
-	if _, err := e.db.raw(t).ExecContext(ctx, `INSERT INTO account (id, account_id, provider_id, user_id, password, created_at, updated_at)
-		VALUES ('gh1', '4242', 'github', 'u1', NULL, 1748779200000, 1748779200123)`); err != nil {
+	// An identity provider's account, with its sealed tokens (the store
+	// moves them as bytes), and a sign-in flow under way.
+	gh := issuer.Account{ID: "gh1", AccountID: "4242", ProviderID: "github", UserID: "u1",
+		AccessToken: []byte("sealed-access"), RefreshToken: []byte("sealed-refresh"), IDToken: []byte("sealed-id"),
+		AccessTokenExpiresAt: at.Add(time.Hour), RefreshTokenExpiresAt: at.Add(24 * time.Hour), Scope: "read:user,user:email",
+		CreatedAt: t0, UpdatedAt: at}
+	if err := db.LinkAccount(ctx, gh, issuer.Session{}); err != nil {
+		t.Fatal(err)
+	}
+	flow := issuer.OAuthState{Hash: [32]byte{7, 7}, ProviderID: "corp", Sealed: []byte("sealed-flow"), ExpiresAt: at.Add(10 * time.Minute), CreatedAt: at}
+	if err := db.SaveOAuthState(ctx, flow); err != nil {
 		t.Fatal(err)
 	}
 	// Tokens and mail: a pending message that failed once (its payload
@@ -76,7 +83,7 @@ func fill(t *testing.T, db *sqlstore.DB, e env) issuer.Snapshot {
 	}
 	pending, delivered, dead := r1.msg, v2.msg, r2.msg
 	pending.Attempts, pending.LastError, pending.NextAttemptAt = 1, "dial tcp: i/o timeout", at.Add(time.Minute)
-	delivered.Sealed, delivered.State, delivered.DeliveredAt = nil, "delivered", at.Add(2*time.Second)
+	delivered.Sealed, delivered.State, delivered.Attempts, delivered.DeliveredAt = nil, "delivered", 1, at.Add(2*time.Second)
 	dead.Sealed, dead.State, dead.Attempts, dead.LastError, dead.NextAttemptAt = nil, "dead", 1, "550 mailbox unavailable", at.Add(3*time.Second)
 	return issuer.Snapshot{
 		RecoveryTokens: []issuer.RecoveryToken{r1.tok, v2.tok, r2.tok},
@@ -85,10 +92,11 @@ func fill(t *testing.T, db *sqlstore.DB, e env) issuer.Snapshot {
 		Accounts: []issuer.Account{
 			{ID: "cred_u1", AccountID: "u1", ProviderID: "credential", UserID: "u1", Password: ptr("hash-u1"), CreatedAt: t0, UpdatedAt: at},
 			{ID: "cred_u2", AccountID: "u2", ProviderID: "credential", UserID: "u2", Password: ptr("hash-u2"), CreatedAt: at, UpdatedAt: at},
-			{ID: "gh1", AccountID: "4242", ProviderID: "github", UserID: "u1", CreatedAt: t0, UpdatedAt: at},
+			gh,
 		},
-		Sessions: []issuer.Session{annS, bobS, annS2},
-		Keys:     []issuer.KeyRecord{k1, k2},
+		OAuthStates: []issuer.OAuthState{flow},
+		Sessions:    []issuer.Session{annS, bobS, annS2},
+		Keys:        []issuer.KeyRecord{k1, k2},
 		Roles: []issuer.RoleGrant{
 			{UserID: "u1", Email: "ann@example.com", Role: "admin", CreatedAt: at},
 			{UserID: "u1", Email: "ann@example.com", Role: "ops", CreatedAt: at},
@@ -177,6 +185,7 @@ func testExportImportRoundTrip(t *testing.T, db *sqlstore.DB, e env) {
 			pending = q
 		}
 	}
+	pending.Attempts++ // the claim's
 	if got, err := other.ClaimOutbox(ctx, "target", 10, time.Minute, pending.NextAttemptAt); err != nil || len(got) != 1 || !reflect.DeepEqual(got[0], pending) {
 		t.Errorf("claim in the %s copy: got %+v %v, want [%+v]", other.Engine(), got, err, pending)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -66,8 +67,12 @@ func testOutboxClaimAckFail(t *testing.T, db *sqlstore.DB, e env) {
 	}
 	now := t0.Add(time.Minute)
 	got := mustClaim(t, db, "a", 2, time.Minute, now)
-	if !reflect.DeepEqual(got, msgs[:2]) {
-		t.Fatalf("claim 2: got %+v, want the oldest two %+v", got, msgs[:2])
+	wantClaimed := slices.Clone(msgs[:2])
+	for i := range wantClaimed {
+		wantClaimed[i].Attempts = 1 // the claim counts the attempt
+	}
+	if !reflect.DeepEqual(got, wantClaimed) {
+		t.Fatalf("claim 2: got %+v, want the oldest two, at their first attempt %+v", got, wantClaimed)
 	}
 	if got := mustClaim(t, db, "b", 10, time.Minute, now); !reflect.DeepEqual(ids(got), ids(msgs[2:])) {
 		t.Errorf("second claim: got %v, want only the unleased %v", ids(got), ids(msgs[2:]))
@@ -95,7 +100,7 @@ func testOutboxClaimAckFail(t *testing.T, db *sqlstore.DB, e env) {
 		byID[q.ID] = q
 	}
 	delivered := msgs[0]
-	delivered.Sealed, delivered.State, delivered.DeliveredAt = nil, "delivered", now.Add(time.Second)
+	delivered.Sealed, delivered.State, delivered.Attempts, delivered.DeliveredAt = nil, "delivered", 1, now.Add(time.Second)
 	dead := msgs[2]
 	dead.Sealed, dead.State, dead.Attempts, dead.LastError, dead.NextAttemptAt = nil, "dead", 1, "550 no such user", now.Add(2*time.Second)
 	for _, want := range []mail.Queued{delivered, dead} {
@@ -105,7 +110,7 @@ func testOutboxClaimAckFail(t *testing.T, db *sqlstore.DB, e env) {
 	}
 	failed := byID[msgs[1].ID]
 	if failed.State != "pending" || failed.Attempts != 1 || !failed.NextAttemptAt.Equal(now.Add(time.Hour)) {
-		t.Errorf("failed row: got %+v, want pending, 1 attempt, due in an hour", failed)
+		t.Errorf("failed row: got %+v, want pending, 1 attempt (its claim's), due in an hour", failed)
 	}
 	// last_error: NUL gone, invalid UTF-8 replaced, cut to 1000 bytes on
 	// a character boundary; PostgreSQL would refuse it as given.
@@ -121,8 +126,8 @@ func testOutboxClaimAckFail(t *testing.T, db *sqlstore.DB, e env) {
 		t.Errorf("claim before next: got %v, want none", ids(got))
 	}
 	got = mustClaim(t, db, "c", 10, time.Minute, now.Add(time.Hour))
-	if len(got) != 1 || got[0].ID != msgs[1].ID || got[0].Attempts != 1 || !reflect.DeepEqual(got[0].Sealed, msgs[1].Sealed) {
-		t.Errorf("claim at next: got %+v, want the failed row with its payload", got)
+	if len(got) != 1 || got[0].ID != msgs[1].ID || got[0].Attempts != 2 || !reflect.DeepEqual(got[0].Sealed, msgs[1].Sealed) {
+		t.Errorf("claim at next: got %+v, want the failed row with its payload, at its second attempt", got)
 	}
 	if err := db.AckOutbox(ctx, msgs[1].ID, "c", now.Add(time.Hour)); err != nil {
 		t.Fatal(err)
@@ -364,8 +369,8 @@ func testReleaseOutbox(t *testing.T, db *sqlstore.DB, _ env) {
 	}
 	// Within a's lease, b claims the released row and only that one.
 	again := mustClaim(t, db, "b", 2, time.Minute, now.Add(time.Second))
-	if len(again) != 1 || again[0].ID != msgs[0].ID || again[0].Attempts != 0 || len(again[0].Sealed) == 0 {
-		t.Fatalf("after release: claimed %+v, want the released row, untried, with its payload", again)
+	if len(again) != 1 || again[0].ID != msgs[0].ID || again[0].Attempts != 1 || len(again[0].Sealed) == 0 {
+		t.Fatalf("after release: claimed %+v, want the released row with its payload, this claim its first attempt (the released one not counted)", again)
 	}
 	if err := db.AckOutbox(ctx, msgs[1].ID, "a", now); err != nil {
 		t.Fatal(err)
@@ -404,9 +409,9 @@ func testRetryOutbox(t *testing.T, db *sqlstore.DB, _ env) {
 	}
 	got := mustClaim(t, db, "b", 10, time.Minute, retryAt)
 	want := msgs[0]
-	want.NextAttemptAt, want.LastError = retryAt, "timeout"
+	want.NextAttemptAt, want.LastError, want.Attempts = retryAt, "timeout", 1
 	if len(got) != 1 || !reflect.DeepEqual(got[0], want) {
-		t.Errorf("claim after retry: got %+v, want [%+v] (no attempts, due now)", got, want)
+		t.Errorf("claim after retry: got %+v, want [%+v] (attempts counted afresh, due now)", got, want)
 	}
 }
 

@@ -25,7 +25,7 @@ type recoveryStore interface {
 	IssueRecoveryToken(ctx context.Context, t issuer.RecoveryToken, q mail.Queued) error
 	ResetTokenValid(ctx context.Context, hash [32]byte, now time.Time) (bool, error)
 	ResetPassword(ctx context.Context, hash [32]byte, passwordHash string, revokeSessions bool, now time.Time) (issuer.User, int, error)
-	VerifyEmail(ctx context.Context, hash [32]byte, now time.Time) (u issuer.User, wasVerified bool, err error)
+	VerifyEmail(ctx context.Context, hash [32]byte, now time.Time, signIn *issuer.Session) (u issuer.User, wasVerified bool, err error)
 }
 
 // outboxAdmin is what the CLI's "outbox list|retry" needs besides the
@@ -150,8 +150,10 @@ func testIssueRecoveryToken(t *testing.T, db *sqlstore.DB, e env) {
 	}
 	// The message is due at once, with its payload as given.
 	claimed, err := db.ClaimOutbox(ctx, "w", 10, time.Minute, t0)
-	if err != nil || len(claimed) != 1 || !reflect.DeepEqual(claimed[0], first.msg) {
-		t.Fatalf("ClaimOutbox: got %+v %v, want [%+v]", claimed, err, first.msg)
+	want = first.msg
+	want.Attempts = 1 // the claim's
+	if err != nil || len(claimed) != 1 || !reflect.DeepEqual(claimed[0], want) {
+		t.Fatalf("ClaimOutbox: got %+v %v, want [%+v]", claimed, err, want)
 	}
 
 	// Another user's token and a verification token of u1 are not
@@ -242,7 +244,7 @@ func testRecoveryTokenExpiry(t *testing.T, db *sqlstore.DB, e env) {
 	if _, _, err := db.ResetPassword(ctx, r.tok.Hash, "new-hash", true, exp); !errors.Is(err, issuer.ErrNotFound) {
 		t.Errorf("ResetPassword at expiry: got %v, want ErrNotFound", err)
 	}
-	if _, _, err := db.VerifyEmail(ctx, v.tok.Hash, exp); !errors.Is(err, issuer.ErrNotFound) {
+	if _, _, err := db.VerifyEmail(ctx, v.tok.Hash, exp, nil); !errors.Is(err, issuer.ErrNotFound) {
 		t.Errorf("VerifyEmail at expiry: got %v, want ErrNotFound", err)
 	}
 	// Refused, and spent: neither works again even with a clock behind.
@@ -347,20 +349,20 @@ func testResetPasswordCrossKind(t *testing.T, db *sqlstore.DB, e env) {
 	if _, _, err := db.ResetPassword(ctx, v.tok.Hash, "x:y", true, t0); !errors.Is(err, issuer.ErrNotFound) {
 		t.Errorf("ResetPassword with a verification token: got %v, want ErrNotFound", err)
 	}
-	if _, _, err := db.VerifyEmail(ctx, r.tok.Hash, t0); !errors.Is(err, issuer.ErrNotFound) {
+	if _, _, err := db.VerifyEmail(ctx, r.tok.Hash, t0, nil); !errors.Is(err, issuer.ErrNotFound) {
 		t.Errorf("VerifyEmail with a reset token: got %v, want ErrNotFound", err)
 	}
 	if _, _, err := db.ResetPassword(ctx, unknown, "x:y", true, t0); !errors.Is(err, issuer.ErrNotFound) {
 		t.Errorf("ResetPassword with an unknown token: got %v, want ErrNotFound", err)
 	}
-	if _, _, err := db.VerifyEmail(ctx, unknown, t0); !errors.Is(err, issuer.ErrNotFound) {
+	if _, _, err := db.VerifyEmail(ctx, unknown, t0, nil); !errors.Is(err, issuer.ErrNotFound) {
 		t.Errorf("VerifyEmail with an unknown token: got %v, want ErrNotFound", err)
 	}
 	wantCounts(t, db, map[string]int{"recovery_token": 2, "session": 1})
 	if _, _, err := db.ResetPassword(ctx, r.tok.Hash, "x:y", true, t0); err != nil {
 		t.Errorf("ResetPassword with its token after the refusals: %v", err)
 	}
-	if _, _, err := db.VerifyEmail(ctx, v.tok.Hash, t0); err != nil {
+	if _, _, err := db.VerifyEmail(ctx, v.tok.Hash, t0, nil); err != nil {
 		t.Errorf("VerifyEmail with its token after the refusals: %v", err)
 	}
 }
@@ -402,7 +404,7 @@ func testVerifyEmail(t *testing.T, db *sqlstore.DB, e env) {
 	mustCreateUser(t, db, "u1", "ann@example.com", t0, t0.Add(time.Hour))
 	v1 := issueToken(t, db, mail.EmailVerification, "u1", "ann@example.com", t0, time.Hour)
 	now := t0.Add(time.Minute)
-	u, was, err := db.VerifyEmail(ctx, v1.tok.Hash, now)
+	u, was, err := db.VerifyEmail(ctx, v1.tok.Hash, now, nil)
 	want, _ := newUser("u1", "ann@example.com", t0)
 	want.EmailVerified, want.UpdatedAt = true, now
 	if err != nil || was || !reflect.DeepEqual(u, want) {
@@ -411,19 +413,19 @@ func testVerifyEmail(t *testing.T, db *sqlstore.DB, e env) {
 	if got, err := db.UserByEmail(ctx, "ann@example.com"); err != nil || !reflect.DeepEqual(got, want) {
 		t.Errorf("stored user: got %+v %v, want %+v", got, err, want)
 	}
-	if _, _, err := db.VerifyEmail(ctx, v1.tok.Hash, now); !errors.Is(err, issuer.ErrNotFound) {
+	if _, _, err := db.VerifyEmail(ctx, v1.tok.Hash, now, nil); !errors.Is(err, issuer.ErrNotFound) {
 		t.Errorf("second use: got %v, want ErrNotFound", err)
 	}
 	// Already verified: succeeds, says so, and changes nothing.
 	v2 := issueToken(t, db, mail.EmailVerification, "u1", "ann@example.com", t0, time.Hour)
-	if u, was, err := db.VerifyEmail(ctx, v2.tok.Hash, now.Add(time.Minute)); err != nil || !was || !reflect.DeepEqual(u, want) {
+	if u, was, err := db.VerifyEmail(ctx, v2.tok.Hash, now.Add(time.Minute), nil); err != nil || !was || !reflect.DeepEqual(u, want) {
 		t.Errorf("verified user: got %+v %v %v, want %+v, verified before", u, was, err, want)
 	}
 
 	// The address is compared without case.
 	mustCreateUser(t, db, "u2", "bob@example.com", t0, t0.Add(time.Hour))
 	v3 := issueToken(t, db, mail.EmailVerification, "u2", "Bob@Example.COM", t0, time.Hour)
-	if u, was, err := db.VerifyEmail(ctx, v3.tok.Hash, now); err != nil || was || !u.EmailVerified {
+	if u, was, err := db.VerifyEmail(ctx, v3.tok.Hash, now, nil); err != nil || was || !u.EmailVerified {
 		t.Errorf("address in another case: got %+v %v %v, want verified now", u, was, err)
 	}
 
@@ -432,11 +434,11 @@ func testVerifyEmail(t *testing.T, db *sqlstore.DB, e env) {
 	mustCreateUser(t, db, "u3", "cy@example.com", t0, t0.Add(time.Hour))
 	v4 := issueToken(t, db, mail.EmailVerification, "u3", "cy@example.com", t0, time.Hour)
 	rawExec(t, e, `UPDATE "user" SET email = 'cy@example.org' WHERE id = 'u3'`)
-	if _, _, err := db.VerifyEmail(ctx, v4.tok.Hash, now); !errors.Is(err, issuer.ErrNotFound) {
+	if _, _, err := db.VerifyEmail(ctx, v4.tok.Hash, now, nil); !errors.Is(err, issuer.ErrNotFound) {
 		t.Errorf("changed address: got %v, want ErrNotFound", err)
 	}
 	rawExec(t, e, `UPDATE "user" SET email = 'cy@example.com' WHERE id = 'u3'`)
-	if _, _, err := db.VerifyEmail(ctx, v4.tok.Hash, now); !errors.Is(err, issuer.ErrNotFound) {
+	if _, _, err := db.VerifyEmail(ctx, v4.tok.Hash, now, nil); !errors.Is(err, issuer.ErrNotFound) {
 		t.Errorf("address changed back: got %v, want ErrNotFound", err)
 	}
 	if u, err := db.UserByEmail(ctx, "cy@example.com"); err != nil || u.EmailVerified {
@@ -448,10 +450,10 @@ func testVerifyEmail(t *testing.T, db *sqlstore.DB, e env) {
 	_, b := newToken(t)
 	rawExec(t, e, `INSERT INTO recovery_token (hash, kind, user_id, email, expires_at, created_at) VALUES (?, 'email_verification', 'u4', 'di@example.com', ?, ?)`,
 		b[:], t0.Add(time.Hour).UnixMilli(), t0.UnixMilli())
-	if _, _, err := db.VerifyEmail(ctx, a.tok.Hash, now); err != nil {
+	if _, _, err := db.VerifyEmail(ctx, a.tok.Hash, now, nil); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := db.VerifyEmail(ctx, b, now); !errors.Is(err, issuer.ErrNotFound) {
+	if _, _, err := db.VerifyEmail(ctx, b, now, nil); !errors.Is(err, issuer.ErrNotFound) {
 		t.Errorf("the user's other verification token: got %v, want ErrNotFound (deleted)", err)
 	}
 }
@@ -475,7 +477,7 @@ func testRecoveryTokenSingleUse(t *testing.T, db *sqlstore.DB, e env) {
 			return err
 		}},
 		{"VerifyEmail", mail.EmailVerification, func(d *sqlstore.DB, hash [32]byte, _ int) error {
-			_, _, err := d.VerifyEmail(ctx, hash, t0)
+			_, _, err := d.VerifyEmail(ctx, hash, t0, nil)
 			return err
 		}},
 	}
@@ -629,7 +631,7 @@ func testRecoveryConcurrentMix(t *testing.T, db *sqlstore.DB, e env) {
 				if kind == mail.PasswordReset {
 					_, _, spendErr = h.ResetPassword(ctx, other, "h", true, t0)
 				} else {
-					_, _, spendErr = h.VerifyEmail(ctx, other, t0)
+					_, _, spendErr = h.VerifyEmail(ctx, other, t0, nil)
 				}
 				mu.Lock()
 				for _, err := range []error{err, spendErr} {

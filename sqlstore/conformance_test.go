@@ -62,6 +62,7 @@ var conformanceCases = []struct {
 	{"ResetPasswordCrossKind", testResetPasswordCrossKind},
 	{"ResetPasswordCreatesCredential", testResetPasswordCreatesCredential},
 	{"VerifyEmail", testVerifyEmail},
+	{"VerifyEmailSignsIn", testVerifyEmailSignsIn},
 	{"RecoveryTokenSingleUse", testRecoveryTokenSingleUse},
 	{"RecoveryConcurrentMix", testRecoveryConcurrentMix},
 	{"DeleteUserCascadesTokens", testDeleteUserCascadesTokens},
@@ -74,7 +75,17 @@ var conformanceCases = []struct {
 	{"ListOutbox", testListOutbox},
 	{"RetryOutbox", testRetryOutbox},
 	{"ReleaseOutbox", testReleaseOutbox},
+	{"OutboxClaimCountsAttempt", testOutboxClaimCountsAttempt},
+	{"OutboxRenew", testOutboxRenew},
 	{"OutboxSweep", testOutboxSweep},
+
+	{"OAuthStateSingleUse", testOAuthStateSingleUse},
+	{"OAuthStateSweep", testOAuthStateSweep},
+	{"SocialUser", testSocialUser},
+	{"LinkAccount", testLinkAccount},
+	{"UpdateAccount", testUpdateAccount},
+	{"DeleteAccountKeepsLast", testDeleteAccountKeepsLast},
+	{"DeleteAccountConcurrent", testDeleteAccountConcurrent},
 
 	{"ExportImportRoundTrip", testExportImportRoundTrip},
 	{"ImportRefusesNonEmpty", testImportRefusesNonEmpty},
@@ -188,7 +199,7 @@ var t0 = time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
 // wantCounts checks the number of rows in each table.
 func wantCounts(t *testing.T, db *sqlstore.DB, want map[string]int) {
 	t.Helper()
-	for _, table := range []string{"user", "account", "session", "jwks", "user_role", "recovery_token", "outbox"} {
+	for _, table := range []string{"user", "account", "session", "jwks", "user_role", "recovery_token", "outbox", "oauth_state"} {
 		w, ok := want[table]
 		if !ok {
 			continue
@@ -206,7 +217,7 @@ func wantCounts(t *testing.T, db *sqlstore.DB, want map[string]int) {
 
 // empty is wantCounts' map for an empty database.
 func empty() map[string]int {
-	return map[string]int{"user": 0, "account": 0, "session": 0, "jwks": 0, "user_role": 0, "recovery_token": 0, "outbox": 0}
+	return map[string]int{"user": 0, "account": 0, "session": 0, "jwks": 0, "user_role": 0, "recovery_token": 0, "outbox": 0, "oauth_state": 0}
 }
 
 func ptr[T any](v T) *T { return &v }

@@ -14,8 +14,8 @@ import (
 // merged into live data could not be told apart from it afterwards.
 var ErrNotEmpty = errors.New("target database is not empty")
 
-// Export reads every user, account, session, key, role, recovery token and
-// outbox row (pending ones with their sealed payload, leases left out) in
+// Export reads every user, account (provider tokens sealed as stored),
+// session, key, role, recovery token, outbox row and sign-in flow (pending ones with their sealed payload, leases left out) in
 // one read transaction, so the snapshot is consistent while the source
 // serves.
 func (db *DB) Export(ctx context.Context) (issuer.Snapshot, error) {
@@ -37,15 +37,10 @@ func (db *DB) Export(ctx context.Context) (issuer.Snapshot, error) {
 			snap.Users = append(snap.Users, u)
 			return err
 		}},
-		{"account", `SELECT id, account_id, provider_id, user_id, password, created_at, updated_at FROM account ORDER BY id`, func(rows *sql.Rows) error {
-			var a issuer.Account
-			var pw sql.NullString
-			var created, updated int64
-			err := rows.Scan(&a.ID, &a.AccountID, &a.ProviderID, &a.UserID, &pw, &created, &updated)
-			if pw.Valid {
-				a.Password = &pw.String
-			}
-			a.CreatedAt, a.UpdatedAt = fromMS(created), fromMS(updated)
+		{"account", `SELECT ` + accountColumns + ` FROM account a ORDER BY a.id`, func(rows *sql.Rows) error {
+			// Provider tokens move sealed: they open with the same
+			// AUTH_SECRET on the target, as the signing keys do.
+			a, err := scanAccount(rows)
 			snap.Accounts = append(snap.Accounts, a)
 			return err
 		}},
@@ -88,6 +83,11 @@ func (db *DB) Export(ctx context.Context) (issuer.Snapshot, error) {
 		{"outbox", `SELECT ` + queuedColumns + ` FROM outbox ORDER BY created_at, id`, func(rows *sql.Rows) error {
 			q, err := scanQueued(rows, true)
 			snap.Outbox = append(snap.Outbox, q)
+			return err
+		}},
+		{"oauth_state", `SELECT hash, provider_id, payload, expires_at, created_at FROM oauth_state ORDER BY hash`, func(rows *sql.Rows) error {
+			st, err := scanOAuthState(rows)
+			snap.OAuthStates = append(snap.OAuthStates, st)
 			return err
 		}},
 	}
@@ -134,13 +134,8 @@ func (db *DB) Import(ctx context.Context, snap issuer.Snapshot) error {
 			}
 		}
 		for _, a := range snap.Accounts {
-			var pw sql.NullString
-			if a.Password != nil {
-				pw = sql.NullString{String: *a.Password, Valid: true}
-			}
-			if _, err := t.exec(ctx, `INSERT INTO account (id, account_id, provider_id, user_id, password, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)`,
-				a.ID, a.AccountID, a.ProviderID, a.UserID, pw, ms(a.CreatedAt), ms(a.UpdatedAt)); err != nil {
-				return fmt.Errorf("import: insert account %s: %w", a.ID, err)
+			if err := insertAccount(ctx, t, a); err != nil {
+				return fmt.Errorf("import: %w", err)
 			}
 		}
 		for _, s := range snap.Sessions {
@@ -166,6 +161,12 @@ func (db *DB) Import(ctx context.Context, snap issuer.Snapshot) error {
 		for _, q := range snap.Outbox {
 			if err := insertOutbox(ctx, t, q); err != nil {
 				return fmt.Errorf("import: %w", err)
+			}
+		}
+		for _, st := range snap.OAuthStates {
+			if _, err := t.exec(ctx, `INSERT INTO oauth_state (hash, provider_id, payload, expires_at, created_at) VALUES (?, ?, ?, ?, ?)`,
+				st.Hash[:], st.ProviderID, st.Sealed, ms(st.ExpiresAt), ms(st.CreatedAt)); err != nil {
+				return fmt.Errorf("import: insert oauth state: %w", err)
 			}
 		}
 		return nil

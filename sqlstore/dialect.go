@@ -33,6 +33,9 @@ type dialect struct {
 	// "user".email, and no other: a duplicate id (a broken db copy) must
 	// not read as "email already registered".
 	emailTaken func(error) bool
+	// accountTaken reports an insert refused by the UNIQUE constraint on
+	// account (provider_id, account_id): the provider identity is linked.
+	accountTaken func(error) bool
 	// snapshotIsolation makes a read transaction see one snapshot (Export).
 	// SQLite's read transactions under WAL always do.
 	snapshotIsolation sql.IsolationLevel
@@ -55,6 +58,9 @@ var sqliteDialect = &dialect{
 	emailTaken: func(err error) bool {
 		return err != nil && strings.Contains(err.Error(), "UNIQUE constraint failed: user.email")
 	},
+	accountTaken: func(err error) bool {
+		return err != nil && strings.Contains(err.Error(), "UNIQUE constraint failed: account.provider_id, account.account_id")
+	},
 	migrations:    "migrations/sqlite",
 	schemaVersion: sqliteSchemaVersion,
 	// What the file system must allow is checked before SQL is reached.
@@ -72,6 +78,10 @@ var postgresDialect = &dialect{
 	emailTaken: func(err error) bool {
 		var pe *pgconn.PgError
 		return errors.As(err, &pe) && pe.Code == "23505" && pe.ConstraintName == "user_email_key"
+	},
+	accountTaken: func(err error) bool {
+		var pe *pgconn.PgError
+		return errors.As(err, &pe) && pe.Code == "23505" && pe.ConstraintName == "account_provider_id_account_id_key"
 	},
 	migrations:    "migrations/postgres",
 	schemaVersion: postgresSchemaVersion,

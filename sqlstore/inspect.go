@@ -150,7 +150,7 @@ func inspectSQLiteFile(ctx context.Context, path string, immutable bool, in *Ins
 		q.Set("immutable", "1")
 	}
 	// Built as OpenSQLite builds its name, so both open the same file.
-	h, err := sql.Open("sqlite", "file:"+path+"?"+q.Encode())
+	h, err := sql.Open("sqlite", sqliteURI(path, q))
 	if err != nil {
 		return fmt.Errorf("open database: %w", err)
 	}

@@ -39,7 +39,7 @@ func OpenSQLite(ctx context.Context, path string) (*DB, error) {
 	q.Add("_pragma", "secure_delete(fast)")
 	q.Add("_pragma", "journal_mode(WAL)")
 	q.Add("_time_format", "sqlite")
-	w, err := sql.Open("sqlite", "file:"+path+"?"+q.Encode()+"&_txlock=immediate")
+	w, err := sql.Open("sqlite", sqliteURI(path, q)+"&_txlock=immediate")
 	if err != nil {
 		return nil, fmt.Errorf("open database: %w", err)
 	}
@@ -47,7 +47,7 @@ func OpenSQLite(ctx context.Context, path string) (*DB, error) {
 	w.SetMaxIdleConns(1)
 	w.SetConnMaxIdleTime(0)
 	w.SetConnMaxLifetime(0)
-	r, err := sql.Open("sqlite", "file:"+path+"?"+q.Encode())
+	r, err := sql.Open("sqlite", sqliteURI(path, q))
 	if err != nil {
 		w.Close()
 		return nil, fmt.Errorf("open database: %w", err)

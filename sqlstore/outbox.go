@@ -81,10 +81,13 @@ func insertOutbox(ctx context.Context, ex execer, q mail.Queued) error {
 
 // ClaimOutbox leases up to n pending rows due at now (next_attempt_at <=
 // now) whose lease, if any, has expired (lease_until <= now), to owner
-// until now+lease, in one statement; they are returned oldest
-// next_attempt_at first, with their payload. owner must be unique to the
-// claiming process: it is what Ack and Fail check. One claim in
-// sweepEvery also runs SweepOutbox, after the claim.
+// until now+lease, and counts an attempt on each, in one statement; they
+// are returned oldest next_attempt_at first, with their payload and the
+// attempt being made. The claim counts it, not the outcome: a message
+// whose every try kills the process that claimed it still reaches
+// email.max_attempts. owner must be unique to the claiming process: it is
+// what Ack, Fail, Release and Renew check. One claim in sweepEvery also
+// runs SweepOutbox, after the claim.
 func (db *DB) ClaimOutbox(ctx context.Context, owner string, n int, lease time.Duration, now time.Time) ([]mail.Queued, error) {
 	db.observe(ctx, "claim_outbox")
 	if owner == "" || lease <= 0 {
@@ -105,7 +108,7 @@ func (db *DB) ClaimOutbox(ctx context.Context, owner string, n int, lease time.D
 			WHERE state = 'pending' AND next_attempt_at <= ? AND (lease_until IS NULL OR lease_until <= ?)
 			ORDER BY next_attempt_at, id LIMIT ?`+db.dl.skipLocked+`
 		)
-		UPDATE outbox SET lease_owner = ?, lease_until = ?
+		UPDATE outbox SET lease_owner = ?, lease_until = ?, attempts = attempts + 1
 		WHERE id IN (SELECT id FROM picked)
 		RETURNING `+queuedColumns),
 		ms(now), ms(now), n, owner, ms(now.Add(lease)))
@@ -156,18 +159,19 @@ func (db *DB) AckOutbox(ctx context.Context, id, owner string, now time.Time) er
 }
 
 // FailOutbox records a failed attempt, while the row is pending and
-// owner's claim (mail.ErrLeaseLost otherwise, as for AckOutbox): attempts
-// plus one, lastErr (made valid UTF-8 without NUL, cut to 1000 bytes) and
-// the lease cleared; the row is due again at next. With dead, the row is
+// owner's claim (mail.ErrLeaseLost otherwise, as for AckOutbox): lastErr
+// (made valid UTF-8 without NUL, cut to 1000 bytes) and the lease
+// cleared; the row is due again at next. The attempt was counted by the
+// claim. With dead, the row is
 // dead instead and its payload deleted in the same statement; next is
 // not used then, and next_attempt_at records now, the time of death,
 // which is what SweepOutbox ages dead rows by.
 func (db *DB) FailOutbox(ctx context.Context, id, owner string, next time.Time, lastErr string, dead bool, now time.Time) error {
 	db.observe(ctx, "fail_outbox")
-	q := `UPDATE outbox SET attempts = attempts + 1, last_error = ?, next_attempt_at = ?, lease_owner = NULL, lease_until = NULL
+	q := `UPDATE outbox SET last_error = ?, next_attempt_at = ?, lease_owner = NULL, lease_until = NULL
 		  WHERE id = ? AND state = 'pending' AND lease_owner = ?`
 	if dead {
-		q = `UPDATE outbox SET attempts = attempts + 1, last_error = ?, next_attempt_at = ?, lease_owner = NULL, lease_until = NULL, state = 'dead', payload = NULL
+		q = `UPDATE outbox SET last_error = ?, next_attempt_at = ?, lease_owner = NULL, lease_until = NULL, state = 'dead', payload = NULL
 		     WHERE id = ? AND state = 'pending' AND lease_owner = ?`
 		next = now
 	}
@@ -175,15 +179,40 @@ func (db *DB) FailOutbox(ctx context.Context, id, owner string, next time.Time, 
 	return leaseResult(res, err, "fail outbox", id)
 }
 
-// ReleaseOutbox gives a claimed row back, due at once, without counting
-// an attempt: a worker stopping with rows it has not sent hands them to
-// the next claim instead of leaving them leased until the lease ends.
-// mail.ErrLeaseLost when the row is not owner's pending claim.
+// ReleaseOutbox gives a claimed row back, due at once, and takes back
+// the attempt its claim counted: a worker stopping with rows it has not
+// sent hands them to the next claim instead of leaving them leased until
+// the lease ends. mail.ErrLeaseLost when the row is not owner's pending
+// claim.
 func (db *DB) ReleaseOutbox(ctx context.Context, id, owner string) error {
 	db.observe(ctx, "release_outbox")
 	res, err := db.exec(ctx,
-		`UPDATE outbox SET lease_owner = NULL, lease_until = NULL WHERE id = ? AND state = 'pending' AND lease_owner = ?`, id, owner)
+		`UPDATE outbox SET lease_owner = NULL, lease_until = NULL, attempts = CASE WHEN attempts > 0 THEN attempts - 1 ELSE 0 END
+		 WHERE id = ? AND state = 'pending' AND lease_owner = ?`, id, owner)
 	return leaseResult(res, err, "release outbox", id)
+}
+
+// RenewOutbox moves the lease of every pending row owner holds to until,
+// in one statement, and returns how many it renewed. A worker renews
+// while it delivers a batch, so its lease can be short: the rows of a
+// process that died without a word (kill -9) are free one lease after
+// its last renewal, while a live one keeps its rows however long its
+// sends take.
+func (db *DB) RenewOutbox(ctx context.Context, owner string, until time.Time) (int, error) {
+	db.observe(ctx, "renew_outbox")
+	if owner == "" {
+		return 0, fmt.Errorf("renew outbox: no owner")
+	}
+	res, err := db.exec(ctx,
+		`UPDATE outbox SET lease_until = ? WHERE lease_owner = ? AND state = 'pending'`, ms(until), owner)
+	if err != nil {
+		return 0, fmt.Errorf("renew outbox: %w", err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, fmt.Errorf("renew outbox: %w", err)
+	}
+	return int(n), nil
 }
 
 func leaseResult(res sql.Result, err error, op, id string) error {

@@ -218,7 +218,11 @@ func (db *DB) ResetPassword(ctx context.Context, hash [32]byte, passwordHash str
 // A token refused for expiry or a changed address is deleted all the
 // same: it can never succeed later (an address changed back included).
 // wasVerified is email_verified before; u is the user as it now is.
-func (db *DB) VerifyEmail(ctx context.Context, hash [32]byte, now time.Time) (u issuer.User, wasVerified bool, err error) {
+// When the address was not verified before and signIn is not nil, the
+// same transaction inserts *signIn as a session of the token's user (its
+// UserID set to them): the sign-in a verification grants happens with
+// it, or the token is not spent.
+func (db *DB) VerifyEmail(ctx context.Context, hash [32]byte, now time.Time, signIn *issuer.Session) (u issuer.User, wasVerified bool, err error) {
 	db.observe(ctx, "verify_email")
 	var refused error
 	err = db.withTx(ctx, func(t tx) error {
@@ -238,6 +242,13 @@ func (db *DB) VerifyEmail(ctx context.Context, hash [32]byte, now time.Time) (u 
 				return fmt.Errorf("set email verified: %w", err)
 			}
 			u.EmailVerified, u.UpdatedAt = true, fromMS(ms(now))
+			if signIn != nil {
+				ns := *signIn
+				ns.UserID = u.ID
+				if err := insertSession(ctx, t, ns); err != nil {
+					return fmt.Errorf("sign in after verification: %w", err)
+				}
+			}
 		}
 		if _, err := t.exec(ctx, `DELETE FROM recovery_token WHERE user_id = ? AND kind = ?`, u.ID, string(mail.EmailVerification)); err != nil {
 			return fmt.Errorf("delete other verification tokens: %w", err)

@@ -41,6 +41,9 @@ type DB struct {
 	// issues counts IssueRecoveryToken calls, for the sweep of expired
 	// tokens; claims counts ClaimOutbox calls, for SweepOutbox.
 	issues, claims atomic.Uint64
+	// states counts SaveOAuthState calls, for the sweep of abandoned
+	// sign-in flows.
+	states atomic.Uint64
 
 	// Observe, when set, is called once per query with the request context
 	// and a short name of the operation: metrics count database work per
@@ -148,7 +151,7 @@ func (db *DB) query(ctx context.Context, query string, args ...any) (*sql.Rows, 
 
 // tables lists the tables Count accepts and Export copies, parents before
 // children; table names cannot be bound as query parameters.
-var tables = []string{"user", "account", "session", "jwks", "user_role", "recovery_token", "outbox"}
+var tables = []string{"user", "account", "session", "jwks", "user_role", "recovery_token", "outbox", "oauth_state"}
 
 // Count returns the number of rows in one of the tables.
 func (db *DB) Count(ctx context.Context, table string) (int, error) {

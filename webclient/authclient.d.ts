@@ -67,6 +67,8 @@ export interface AuthClientOptions {
   fetch?: typeof fetch;
   /** The WebSocket constructor to use. Default: globalThis.WebSocket. */
   WebSocket?: typeof WebSocket;
+  /** How signInSocial sends the browser to the provider. Default: location.href = url. */
+  navigate?: (url: string) => void;
 }
 
 export interface AuthClient {
@@ -101,9 +103,10 @@ export interface AuthClient {
   sendVerificationEmail(input: { email: string; callbackURL?: string }): Promise<{ status: true }>;
   /**
    * Spends a verification token (GET /api/auth/verify-email?token=). A valid link marks the
-   * address verified and starts a cookie session, so this then awaits get-session and
-   * stores the JWT, as signIn does: it resolves to that session, or null when the address
-   * was already verified (no session is started then) and there is none. Rejects with
+   * address verified; where the sidecar lets a link sign in (auth.sign_in_after_verification,
+   * off by default) it also starts a cookie session in a browser that has none. So this then
+   * awaits get-session and stores the JWT, as signIn does: it resolves to the browser's
+   * session, or null when there is none (by default: the user signs in next). Rejects with
    * INVALID_TOKEN (401) for an unknown, used, replaced or expired link. With callbackURL
    * the sidecar answers with a redirect, which fetch follows (an error comes back as
    * ?error=CODE there and still rejects): use it only when the page, the sidecar and
@@ -112,6 +115,22 @@ export interface AuthClient {
    * the token does not.
    */
   verifyEmail(input: { token: string; callbackURL?: string }): Promise<SessionResult | null>;
+  /**
+   * Signs in with an identity provider of identity_providers (POST /api/auth/sign-in/social,
+   * Better Auth's wire) and sends the browser to it. The provider sends the browser back to
+   * callbackURL (default: the sidecar's origin) with the session cookie set, or newUserCallbackURL
+   * for a first sign-in; the page there calls getSession() for the JWT. A refused sign-in lands
+   * on errorCallbackURL (default /api/auth/error) with ?error=<code> (access_denied,
+   * account_not_linked, signup_disabled, ...). Each URL is a path or on a trusted origin, else
+   * this rejects with INVALID_CALLBACK_URL (403) and its kin; an unknown provider rejects with
+   * PROVIDER_NOT_FOUND (404). Resolves to the sidecar's answer once navigation has begun.
+   */
+  signInSocial(input: {
+    provider: string;
+    callbackURL?: string;
+    errorCallbackURL?: string;
+    newUserCallbackURL?: string;
+  }): Promise<{ url: string; redirect: boolean }>;
   /** Fetches a fresh JWT with the cookie and stores it; null without a live session. */
   getSession(): Promise<SessionResult | null>;
   /**

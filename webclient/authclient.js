@@ -132,7 +132,8 @@ export function createAuthClient(options = {}) {
     resetPassword: ({ newPassword, token }) => post("/api/auth/reset-password", { newPassword, token })
       .then((d) => { storage.removeItem(TOKEN_KEY); return d; }),
     sendVerificationEmail: ({ email, callbackURL }) => post("/api/auth/send-verification-email", { email, callbackURL }),
-    // A valid link signs the user in, so this then awaits get-session.
+    // A valid link may sign the user in (auth.sign_in_after_verification),
+    // so this then awaits get-session: null when it did not.
     async verifyEmail({ token, callbackURL }) {
       const q = new URLSearchParams({ token });
       if (callbackURL !== undefined) q.set("callbackURL", callbackURL);
@@ -142,6 +143,19 @@ export function createAuthClient(options = {}) {
       const code = res.redirected && new URL(res.url).searchParams.get("error");
       if (code) throw new AuthError(401, code, "verification link refused");
       return getSession();
+    },
+    // Sign in with an identity provider (identity_providers): the sidecar
+    // answers the provider's sign-in URL and the browser goes there. The
+    // provider sends it back to callbackURL with the session cookie set;
+    // the page there calls getSession() for the JWT. A refused sign-in
+    // lands on errorCallbackURL with ?error=<code>.
+    async signInSocial({ provider, callbackURL, errorCallbackURL, newUserCallbackURL }) {
+      const data = await post("/api/auth/sign-in/social", { provider, callbackURL, errorCallbackURL, newUserCallbackURL });
+      if (data?.url && data.redirect !== false) {
+        const go = options.navigate ?? ((u) => { globalThis.location.href = u; });
+        go(data.url);
+      }
+      return data;
     },
     getSession,
     fetch: authFetch,

@@ -374,3 +374,26 @@ test("verifyEmail with callbackURL reads the outcome from where the redirect lan
     assert.equal(calls.length, 2);
   }
 });
+
+test("signInSocial posts Better Auth's body and sends the browser to the provider", async () => {
+  const { fetch, calls } = scriptedFetch({
+    "POST /api/auth/sign-in/social": [() => json(200, { url: "https://idp.example.com/auth?state=s", redirect: true })],
+  });
+  const went = [];
+  const client = createAuthClient({ baseURL: BASE, fetch, storage: memoryStorage(), navigate: (u) => went.push(u) });
+  const got = await client.signInSocial({ provider: "corp", callbackURL: "/app" });
+  assert.deepEqual(JSON.parse(calls[0].init.body), { provider: "corp", callbackURL: "/app" });
+  assert.equal(calls[0].init.credentials, "include");
+  assert.deepEqual(went, ["https://idp.example.com/auth?state=s"]);
+  assert.equal(got.redirect, true);
+});
+
+test("signInSocial rejects with the sidecar's code and goes nowhere", async () => {
+  const { fetch } = scriptedFetch({
+    "POST /api/auth/sign-in/social": [() => json(404, { message: "Provider not found", code: "PROVIDER_NOT_FOUND" })],
+  });
+  const went = [];
+  const client = createAuthClient({ baseURL: BASE, fetch, storage: memoryStorage(), navigate: (u) => went.push(u) });
+  await assert.rejects(client.signInSocial({ provider: "nope" }), (e) => e instanceof AuthError && e.status === 404 && e.code === "PROVIDER_NOT_FOUND");
+  assert.deepEqual(went, []);
+});

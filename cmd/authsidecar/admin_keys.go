@@ -37,12 +37,12 @@ func cmdKeysList(ctx context.Context, e *cliEnv, _ []string) error {
 		switch {
 		case !k.Usable:
 			status = "unusable: " + k.Problem
+		case k.Signs:
+			status, signer = "usable: signs new JWTs", true
+		case !k.SignsFrom.IsZero():
+			status = "usable: published ahead of use, signs from " + timeText(k.SignsFrom)
 		case k.ExpiresAt.IsZero() || now.Before(k.ExpiresAt):
-			if !signer {
-				status, signer = "usable: signs new JWTs", true
-			} else {
-				status = "usable: verifies only (a newer key signs)"
-			}
+			status = "usable: verifies only (another key signs)"
 		default:
 			status = "usable: retired, verifies JWTs until " + timeText(k.ExpiresAt.Add(jwtTTL))
 		}
@@ -105,37 +105,50 @@ func cmdKeysRotate(ctx context.Context, e *cliEnv, _ []string) error {
 		if err != nil {
 			return fmt.Errorf("keys rotate: %w", err)
 		}
-		fmt.Fprintf(e.stdout, "new signing key %s\n", k.KID)
 		after, err := inspectKeys(ctx, a)
 		if err != nil {
 			return err
 		}
-		// The keys that could sign before are the ones RotateKey retired.
+		for _, ki := range after {
+			if ki.KID == k.KID {
+				fmt.Fprintf(e.stdout, "new signing key %s: in JWKS now, signs from %s (published longer than keys.cooldown = %s first,\n"+
+					"so every verifier that meets it may fetch it)\n", k.KID, timeText(ki.SignsFrom), a.cfg.Keys.Cooldown)
+			}
+		}
+		// The keys that could sign before are the ones RotateKey retires.
 		retired := map[string]bool{}
 		for _, k := range before {
 			retired[k.KID] = k.Usable && (k.ExpiresAt.IsZero() || now.Before(k.ExpiresAt))
 		}
 		for _, k := range after {
 			if retired[k.KID] {
-				fmt.Fprintf(e.stdout, "retired %s: no longer signs; stays in JWKS until %s (expires_at + auth.jwt_ttl), so the JWTs it signed keep verifying\n",
-					k.KID, timeText(k.ExpiresAt.Add(a.cfg.Auth.JWTTTL.D())))
+				fmt.Fprintf(e.stdout, "retiring %s: signs until %s; stays in JWKS until %s (+ auth.jwt_ttl), so the JWTs it signed keep verifying\n",
+					k.KID, timeText(k.ExpiresAt), timeText(k.ExpiresAt.Add(a.cfg.Auth.JWTTTL.D())))
 			}
 		}
 	}
-	fmt.Fprintf(e.stdout, "A running sidecar needs no restart: its get-session reads the key records, hands the new key to its\n"+
-		"verifier, then signs with it. A JWT signed elsewhere with a key it has not seen is learned on first sight,\n"+
-		"with one key read at most once per keys.cooldown = %s.\n", a.cfg.Keys.Cooldown)
+	fmt.Fprintf(e.stdout, "A running sidecar needs no restart: its get-session reads the key records and signs with the new key\n"+
+		"once it may. Verifiers should run with a keys.cooldown no longer than this file's (%s).\n", a.cfg.Keys.Cooldown)
 	return nil
 }
 
 func inspectKeys(ctx context.Context, a *adminEnv) ([]issuer.KeyInfo, error) {
 	// Problems are reported in the listing; the issuer's log line would
 	// only repeat them.
-	keys, err := issuer.InspectKeys(ctx, a.db, a.secret.Bytes(), a.cfg.Auth.JWTTTL.D(), nil, sidecar.NewLogger(config.Log{Level: "error"}, io.Discard))
+	keys, err := issuer.InspectKeys(ctx, a.db, keyView(a.cfg, a.secret))
 	if err != nil {
 		return nil, fmt.Errorf("keys: %w", err)
 	}
 	return keys, nil
+}
+
+// keyView judges stored keys as serve would with cfg and secret;
+// problems are reported by the caller, not logged.
+func keyView(cfg config.Config, secret config.Secret) issuer.KeyView {
+	return issuer.KeyView{
+		Secret: secret.Bytes(), JWTTTL: cfg.Auth.JWTTTL.D(), KeyCooldown: cfg.Keys.Cooldown.D(),
+		Logger: sidecar.NewLogger(config.Log{Level: config.LevelError}, io.Discard),
+	}
 }
 
 func countUsable(keys []issuer.KeyInfo) int {

@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/authsidecar/authsidecar/sqlstore"
 )
@@ -30,7 +31,7 @@ func keyRows(t *testing.T, out string) map[string][]string {
 	return m
 }
 
-var newKeyRE = regexp.MustCompile(`(?:new signing key|created signing key) (\S+)`)
+var newKeyRE = regexp.MustCompile(`(?:new signing key|created signing key) ([A-Za-z0-9]+)`)
 
 func newKID(t *testing.T, out string) string {
 	t.Helper()
@@ -82,7 +83,8 @@ func TestKeysListAndRotate(t *testing.T) {
 
 	out = mustCLI(t, e2eSecret, "", argv(cfgPath, "keys rotate")...)
 	second := newKID(t, out)
-	for _, want := range []string{"retired " + first + ": no longer signs; stays in JWKS until", "needs no restart", "keys.cooldown = 30s"} {
+	for _, want := range []string{"new signing key " + second + ": in JWKS now, signs from ", "published longer than keys.cooldown = 30s",
+		"retiring " + first + ": signs until ", "stays in JWKS until", "needs no restart"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("keys rotate: got %q, want %q", out, want)
 		}
@@ -91,26 +93,24 @@ func TestKeysListAndRotate(t *testing.T) {
 	if len(keys) != 2 {
 		t.Fatalf("keys list after rotate: got %v, want two keys", keys)
 	}
-	if got := keys[second]; got == nil || got[1] != "-" || got[2] != "usable: signs new JWTs" {
-		t.Errorf("new key: got %v, want usable and signing", got)
+	// The new key is published ahead of use; the old one signs until then
+	// (its expires is set) and verifies for jwt_ttl more.
+	if got := keys[second]; got == nil || got[1] != "-" || !strings.HasPrefix(got[2], "usable: published ahead of use, signs from ") {
+		t.Errorf("new key: got %v, want published ahead of use", got)
 	}
-	// The old key's signing period ended (expires is set) but it verifies
-	// for jwt_ttl more.
-	if got := keys[first]; got == nil || got[1] == "-" || !strings.HasPrefix(got[2], "usable: retired, verifies JWTs until ") {
-		t.Errorf("old key: got %v, want expired but usable", got)
+	if got := keys[first]; got == nil || got[1] == "-" || got[2] != "usable: signs new JWTs" {
+		t.Errorf("old key: got %v, want signing until the new one may, its expiry set", got)
 	}
 }
 
-// TestKeysRotateRunning rotates the key of a running sidecar: JWTs signed
-// before still verify, and get-session signs with the new key at once.
+// TestKeysRotateRunning rotates the key of a running sidecar: the new key
+// is in the JWKS at once, get-session signs with the old one until the new
+// one has been published longer than keys.cooldown (1ms here, plus the
+// issuer's 5s margin), then with the new one; JWTs signed before still
+// verify.
 func TestKeysRotateRunning(t *testing.T) {
 	t.Parallel()
 	up := echoUpstream(t)
-	// The verifier reads the key set at most once per keys.cooldown when it
-	// meets an unknown kid, counting from its last read (at boot here).
-	// With the default 30s the new JWT below would get 401 until 30s after
-	// boot, as keys rotate warns; a short cooldown keeps the test from
-	// waiting that out.
 	cfgPath, port := writeConfig(t, t.TempDir(), fmt.Sprintf("upstream: %q\nkeys: { cooldown: 1ms }\n", up.URL))
 	s := startSidecar(t, cfgPath, port, e2eSecret)
 	cookie, before := signUp(t, s, "ann@example.com", "correct-horse-battery")
@@ -118,26 +118,31 @@ func TestKeysRotateRunning(t *testing.T) {
 
 	out := mustCLI(t, e2eSecret, "", argv(cfgPath, "keys rotate")...)
 	kid := newKID(t, out)
-	if kid == oldKID || !strings.Contains(out, "retired "+oldKID) {
-		t.Fatalf("keys rotate: got %q, want a new kid and %s retired", out, oldKID)
+	if kid == oldKID || !strings.Contains(out, "retiring "+oldKID) {
+		t.Fatalf("keys rotate: got %q, want a new kid and %s retiring", out, oldKID)
 	}
-
-	if got := status(t, s, "/api/tasks", before); got != 200 {
-		t.Errorf("JWT from before the rotation: got %d, want 200", got)
+	_, jwks := s.do(t, "GET", "/api/auth/jwks", "")
+	if !strings.Contains(string(jwks), oldKID) || !strings.Contains(string(jwks), kid) {
+		t.Errorf("JWKS right after the rotation: got %s, want both %s and %s", jwks, oldKID, kid)
 	}
-	after := getJWT(t, s, cookie)
-	if got := kidOf(t, after); got != kid {
-		t.Errorf("JWT from get-session after rotation: got kid %s, want the new %s", got, kid)
+	if got := kidOf(t, getJWT(t, s, cookie)); got != oldKID {
+		t.Errorf("get-session right after the rotation: got kid %s, want the old %s until the new one is published long enough", got, oldKID)
+	}
+	var after string
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		after = getJWT(t, s, cookie)
+		if kidOf(t, after) == kid {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("get-session never signed with the new key %s", kid)
+		}
 	}
 	res, body := s.do(t, "GET", "/api/tasks", "", "Authorization", "Bearer "+after)
 	if res.StatusCode != 200 || !strings.Contains(string(body), `"path":"/api/tasks"`) {
 		t.Errorf("JWT from after the rotation: got %d %s, want 200 from the upstream", res.StatusCode, body)
 	}
 	if got := status(t, s, "/api/tasks", before); got != 200 {
-		t.Errorf("JWT from before the rotation, after the verifier reread the keys: got %d, want 200", got)
-	}
-	_, jwks := s.do(t, "GET", "/api/auth/jwks", "")
-	if !strings.Contains(string(jwks), oldKID) || !strings.Contains(string(jwks), kid) {
-		t.Errorf("JWKS after rotation: got %s, want both %s and %s", jwks, oldKID, kid)
+		t.Errorf("JWT from before the rotation: got %d, want 200", got)
 	}
 }

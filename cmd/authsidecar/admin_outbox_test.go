@@ -119,12 +119,16 @@ email: { delivery: webhook, max_attempts: 1, webhook: { url: %q } }
 		t.Fatalf("reset with the re-queued link: %d %s", res.StatusCode, body)
 	}
 	rows := list("")
-	states := map[string]string{}
+	states, attempts := map[string]string{}, map[string]string{}
 	for _, r := range rows {
-		states[r[0]] = r[2]
+		states[r[0]], attempts[r[0]] = r[2], r[3]
 	}
 	if states[deadID] != "dead" || states[newID] != "delivered" || len(rows) != 2 {
 		t.Errorf("outbox after the retry: %q, want %s dead and %s delivered", rows, deadID, newID)
+	}
+	// The count the log reports ("mail delivered" attempt=1), not 0.
+	if attempts[newID] != "1" {
+		t.Errorf("attempts of the message delivered at its first attempt: got %q, want 1", attempts[newID])
 	}
 	if _, _, err := cli(t, e2eSecret, "", argv(cfgPath, "outbox retry", newID)...); err == nil || !strings.Contains(err.Error(), "was delivered") {
 		t.Errorf("retry of a delivered message: %v", err)

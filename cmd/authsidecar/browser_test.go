@@ -588,6 +588,54 @@ limits: { signin_per_email: 100/m, signin_per_ip: 100/m, signup_per_ip: 100/m }
 	t.Run("6 demo page screenshot after sign-in", func(t *testing.T) {
 		testDemoScreenshot(t, browser)
 	})
+
+	t.Run("7 demo page: sign in with the demo IdP", func(t *testing.T) {
+		testDemoSocial(t, browser)
+	})
+}
+
+// testDemoSocial: the demo page's "Sign in with a demo IdP" button sends
+// the browser to the demo's OpenID provider, whose login form sends it
+// back to the page signed in: get-session's JWT reaches the upstream.
+func testDemoSocial(t *testing.T, browser context.Context) {
+	base, _, errOut := startDemo(t)
+	ctx := newTab(t, browser, 60*time.Second)
+	if err := chromedp.Do(ctx,
+		chromedp.Navigate(base+"/"),
+		chromedp.WaitReady(chromedp.CSS("body[data-ready]")),
+		chromedp.Click(chromedp.ID("social")),
+		// The provider's own page: another origin, its login form.
+		chromedp.WaitVisible(chromedp.CSS(`form[action="/authorize"] #email`)),
+	); err != nil {
+		t.Fatalf("to the demo IdP: %v\n%s", err, errOut.String())
+	}
+	idpURL, _ := chromedp.Run(ctx, chromedp.Location())
+	if err := chromedp.Do(ctx,
+		chromedp.SetValue(chromedp.ID("name"), "Idp User"),
+		chromedp.SetValue(chromedp.ID("email"), "idp-user@example.com"),
+		chromedp.Click(chromedp.ID("signin")),
+		// Back on the demo page, signed in by the cookie the callback set.
+		chromedp.WaitReady(chromedp.CSS(`#status[data-state="in"]`)),
+		chromedp.Click(chromedp.ID("call")),
+		chromedp.WaitVisible(chromedp.ID("user-id")),
+	); err != nil {
+		t.Fatalf("demo IdP sign-in: %v\n%s", err, errOut.String())
+	}
+	if strings.HasPrefix(idpURL, base) || !strings.Contains(idpURL, "/authorize?") {
+		t.Errorf("the login form was at %q, want the demo IdP's /authorize (another origin than %s)", idpURL, base)
+	}
+	result, _ := chromedp.Run(ctx, chromedp.Text(chromedp.ID("account-result")))
+	if !strings.Contains(result, "idp-user@example.com with the demo IdP") {
+		t.Errorf("account card: got %q, want the demo IdP sign-in named", result)
+	}
+	userID, _ := chromedp.Run(ctx, chromedp.Text(chromedp.ID("user-id")))
+	token := eval[string](t, ctx, `return localStorage.getItem("authToken");`)
+	if sub := jwtSubject(t, token); userID == "" || userID != sub {
+		t.Errorf("the echo shows X-User-Id %q, want the JWT's sub %q", userID, sub)
+	}
+	if loc := eval[string](t, ctx, `return location.search;`); loc != "" {
+		t.Errorf("the page kept %q in its address, want it cleaned", loc)
+	}
 }
 
 // TestClientJSServed: the sidecar serves the embedded client beside the

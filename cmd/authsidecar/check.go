@@ -49,6 +49,9 @@ func cmdCheck(ctx context.Context, e *cliEnv, args []string) error {
 		secret = checkSecret(r, cfg, e.getenv)
 	}
 	checkMail(r, cfg, e.getenv)
+	checkNetwork(ctx, r, cfg)
+	checkAdminRoutes(r, cfg)
+	checkProviders(ctx, r, cfg, e.getenv, e.online)
 	in, dbOK := checkDatabase(ctx, r, cfg, e.getenv)
 	switch {
 	case cfg.Verifier():
@@ -140,7 +143,7 @@ func checkDatabase(ctx context.Context, r *checkReport, cfg config.Config, geten
 
 // checkKeys decrypts the stored keys with the secret.
 func checkKeys(r *checkReport, cfg config.Config, secret config.Secret, recs []issuer.KeyRecord) {
-	keys := issuer.InspectKeyRecords(recs, secret.Bytes(), cfg.Auth.JWTTTL.D(), nil, sidecar.NewLogger(config.Log{Level: "error"}, io.Discard))
+	keys := issuer.InspectKeyRecords(recs, keyView(cfg, secret))
 	usable := 0
 	for _, k := range keys {
 		if k.Usable {

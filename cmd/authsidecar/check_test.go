@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io/fs"
+	"net"
 	"os"
 	"path/filepath"
 	"sort"
@@ -127,21 +128,21 @@ func TestCheckReadOnly(t *testing.T) {
 		},
 		{
 			name: "current schema", dbRel: "auth.db", env: withSecret, prepare: newSQLite,
-			want: []string{"(schema version 3, current)", "ok    key ", "all checks passed"},
+			want: []string{"(schema version 4, current)", "ok    key ", "all checks passed"},
 		},
 		{
 			name: "current schema, no secret", dbRel: "auth.db", env: map[string]string{}, prepare: newSQLite,
-			want:    []string{"FAIL  AUTH_SECRET is not set", "(schema version 3, current)", "skip  keys: 1 key stored, not decrypted without the secret", "1 problem found"},
+			want:    []string{"FAIL  AUTH_SECRET is not set", "(schema version 4, current)", "skip  keys: 1 key stored, not decrypted without the secret", "1 problem found"},
 			wantErr: true,
 		},
 		{
 			name: "old schema", dbRel: "auth.db", env: withSecret,
 			prepare: func(t *testing.T, cfgPath, dbPath string) {
 				newSQLite(t, cfgPath, dbPath)
-				// As a binary from before 0003 left it.
-				sqliteExec(t, dbPath, `DROP TABLE outbox`, `DROP TABLE recovery_token`, `PRAGMA user_version = 2`)
+				// As a binary from before 0004 left it.
+				sqliteExec(t, dbPath, `DROP TABLE oauth_state`, `ALTER TABLE account DROP COLUMN access_token`, `ALTER TABLE account DROP COLUMN refresh_token`, `ALTER TABLE account DROP COLUMN id_token`, `ALTER TABLE account DROP COLUMN access_token_expires_at`, `ALTER TABLE account DROP COLUMN refresh_token_expires_at`, `ALTER TABLE account DROP COLUMN scope`, `PRAGMA user_version = 3`)
 			},
-			want: []string{"(schema version 2, this binary's is 3): 1 migration pending; serve applies them", "ok    key ", "all checks passed"},
+			want: []string{"(schema version 3, this binary's is 4): 1 migration pending; serve applies them", "ok    key ", "all checks passed"},
 		},
 		{
 			name: "newer schema", dbRel: "auth.db", env: withSecret,
@@ -149,7 +150,7 @@ func TestCheckReadOnly(t *testing.T) {
 				newSQLite(t, cfgPath, dbPath)
 				sqliteExec(t, dbPath, `PRAGMA user_version = 99`)
 			},
-			want:    []string{"FAIL  database ", "schema version 99 is newer than this binary knows (3)", "skip  keys: not checked", "1 problem found"},
+			want:    []string{"FAIL  database ", "schema version 99 is newer than this binary knows (4)", "skip  keys: not checked", "1 problem found"},
 			wantErr: true,
 		},
 		{
@@ -270,26 +271,26 @@ func TestCheckReadOnlyPostgres(t *testing.T) {
 	}
 
 	// Made as serve makes it, with a key; then as a binary from before
-	// 0003 left it.
+	// 0004 left it.
 	db, err := sqlstore.OpenPostgres(context.Background(), sqlstore.PostgresOptions{URL: url})
 	if err != nil {
 		t.Fatal(err)
 	}
 	db.Close()
 	cliWithEnv(t, env, argv(cfgPath, "keys rotate")...)
-	for _, q := range []string{`DROP TABLE outbox`, `DROP TABLE recovery_token`, `DELETE FROM schema_migrations WHERE version = 3`} {
+	for _, q := range []string{`DROP TABLE oauth_state`, `ALTER TABLE account DROP COLUMN access_token`, `ALTER TABLE account DROP COLUMN refresh_token`, `ALTER TABLE account DROP COLUMN id_token`, `ALTER TABLE account DROP COLUMN access_token_expires_at`, `ALTER TABLE account DROP COLUMN refresh_token_expires_at`, `ALTER TABLE account DROP COLUMN scope`, `DELETE FROM schema_migrations WHERE version = 4`} {
 		if _, err := raw.Exec(q); err != nil {
 			t.Fatal(err)
 		}
 	}
 	tables := pgTables(t, raw)
 	out, err = runCheck(t, cfgPath, env)
-	if err != nil || !strings.Contains(out, "(schema version 2, this binary's is 3): 1 migration pending; serve applies them") || !strings.Contains(out, "ok    key ") {
+	if err != nil || !strings.Contains(out, "(schema version 3, this binary's is 4): 1 migration pending; serve applies them") || !strings.Contains(out, "ok    key ") {
 		t.Errorf("old schema: got %v\n%s", err, out)
 	}
 	var version int
-	if err := raw.QueryRow(`SELECT max(version) FROM schema_migrations`).Scan(&version); err != nil || version != 2 || pgTables(t, raw) != tables {
-		t.Errorf("after check on an old schema: version %d (%v), %d tables; want 2 and %d: nothing migrated", version, err, pgTables(t, raw), tables)
+	if err := raw.QueryRow(`SELECT max(version) FROM schema_migrations`).Scan(&version); err != nil || version != 3 || pgTables(t, raw) != tables {
+		t.Errorf("after check on an old schema: version %d (%v), %d tables; want 3 and %d: nothing migrated", version, err, pgTables(t, raw), tables)
 	}
 
 	if _, err := raw.Exec(`INSERT INTO schema_migrations (version, name) VALUES (99, '0099_future.sql')`); err != nil {
@@ -355,6 +356,100 @@ func TestCheckVerifierFiles(t *testing.T) {
 			}
 			if after := fsSnapshot(t, dir); after != before {
 				t.Errorf("check changed the file system:\nbefore:\n%s\nafter:\n%s", before, after)
+			}
+		})
+	}
+}
+
+// TestCheckSQLitePathWithURICharacters: check reads the database file
+// named, even when its name holds "?", "#" or "%": before serve made it,
+// "does not exist yet"; after, its keys; and it creates nothing.
+func TestCheckSQLitePathWithURICharacters(t *testing.T) {
+	for _, name := range []string{"auth?x=1.db", "auth#1.db", "auth%41.db"} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			dbPath := filepath.Join(dir, "data", name)
+			if err := os.Mkdir(filepath.Dir(dbPath), 0o700); err != nil {
+				t.Fatal(err)
+			}
+			cfgPath, _ := writeConfigFile(t, dir, "sidecar.yaml", fmt.Sprintf("database: { path: %q }\n", dbPath))
+			env := map[string]string{"AUTH_SECRET": e2eSecret}
+			before := fsSnapshot(t, filepath.Dir(dbPath))
+			if out, err := runCheck(t, cfgPath, env); err != nil || !strings.Contains(out, "database "+dbPath+" does not exist yet") {
+				t.Errorf("before the database exists: got %v\n%s", err, out)
+			}
+			if after := fsSnapshot(t, filepath.Dir(dbPath)); after != before {
+				t.Errorf("check created files:\n%s", after)
+			}
+			db, err := sqlstore.OpenSQLite(context.Background(), dbPath) // as serve does
+			if err != nil {
+				t.Fatal(err)
+			}
+			db.Close()
+			mustCLI(t, e2eSecret, "", argv(cfgPath, "keys rotate")...)
+			out, err := runCheck(t, cfgPath, env)
+			if err != nil || !strings.Contains(out, "ok    key ") || !strings.Contains(out, "database "+dbPath+" (schema version") {
+				t.Errorf("after serve's open and keys rotate: got %v\n%s", err, out)
+			}
+			if ents, _ := os.ReadDir(filepath.Dir(dbPath)); len(ents) != 1 && len(ents) != 3 {
+				t.Errorf("files beside the database: %v, want only it (and its -wal, -shm)", ents)
+			}
+		})
+	}
+}
+
+// TestCheckProbesNetwork: check says what serve would meet on the
+// network: whether anything listens at the upstream (a warning when not:
+// serve starts, business requests get 502) and whether the listen
+// addresses are free (a warning when taken: serve could not bind them;
+// check is also run beside a live sidecar, which holds them).
+func TestCheckProbesNetwork(t *testing.T) {
+	listening, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer listening.Close()
+	closed, _ := net.Listen("tcp", "127.0.0.1:0")
+	closedAddr := closed.Addr().String()
+	closed.Close()
+	busy, _ := net.Listen("tcp", "127.0.0.1:0")
+	defer busy.Close()
+	free, _ := net.Listen("tcp", "127.0.0.1:0")
+	freeAddr := free.Addr().String()
+	free.Close()
+	free2, _ := net.Listen("tcp", "127.0.0.1:0")
+	free2Addr := free2.Addr().String()
+	free2.Close()
+
+	tests := []struct {
+		name, yaml string
+		want       []string
+	}{
+		{"all well", fmt.Sprintf("upstream: \"http://%s\"\nlisten: %q\nmetrics: { listen: %q }\n", listening.Addr(), freeAddr, free2Addr),
+			[]string{"ok    upstream http://" + listening.Addr().String() + " accepts connections", "ok    listen " + freeAddr + " is free", "ok    metrics.listen " + free2Addr + " is free"}},
+		{"nothing at the upstream", fmt.Sprintf("upstream: \"http://%s/app\"\nlisten: %q\nmetrics: { listen: %q }\n", closedAddr, freeAddr, free2Addr),
+			[]string{"WARN  upstream http://" + closedAddr + "/app: nothing accepts connections at " + closedAddr}},
+		{"listen taken", fmt.Sprintf("upstream: \"http://%s\"\nlisten: %q\nmetrics: { listen: %q }\n", listening.Addr(), busy.Addr(), free2Addr),
+			[]string{"WARN  listen " + busy.Addr().String() + " is in use: serve could not bind it"}},
+		{"metrics listen taken", fmt.Sprintf("upstream: \"http://%s\"\nlisten: %q\nmetrics: { listen: %q }\n", listening.Addr(), freeAddr, busy.Addr()),
+			[]string{"WARN  metrics.listen " + busy.Addr().String() + " is in use: serve could not bind it"}},
+		{"verifier without a database", fmt.Sprintf("mode: verifier\nupstream: \"http://%s\"\nlisten: %q\nmetrics: { listen: %q }\nkeys: { jwks_url: \"http://%s/api/auth/jwks\" }\n", listening.Addr(), freeAddr, free2Addr, closedAddr),
+			[]string{"WARN  routes.admin /api/admin/: answered 403: a verifier without a database cannot read roles (routes.admin: [] forwards these paths to an upstream that checks roles itself)"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			cfgPath := filepath.Join(dir, "sidecar.yaml")
+			file := tt.yaml
+			if !strings.HasPrefix(file, "mode: verifier") {
+				file += fmt.Sprintf("database: { path: %q }\n", filepath.Join(dir, "auth.db"))
+			}
+			writeFile(t, cfgPath, file)
+			out, _ := runCheck(t, cfgPath, map[string]string{"AUTH_SECRET": e2eSecret})
+			for _, w := range tt.want {
+				if !strings.Contains(out, "\n"+w) {
+					t.Errorf("check: no line %q in\n%s", w, out)
+				}
 			}
 		})
 	}

@@ -9,10 +9,12 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/authsidecar/authsidecar/config"
+	"github.com/authsidecar/authsidecar/demoidp"
 	"github.com/authsidecar/authsidecar/sidecar"
 	"github.com/authsidecar/authsidecar/webclient"
 )
@@ -67,6 +69,19 @@ func cmdDemo(ctx context.Context, e *cliEnv, args []string) error {
 	// demo page's "forgot password" is followed from there.
 	cfg.Email = config.Default().Email
 	cfg.Email.Delivery = config.DeliveryLog
+	// "Sign in with a demo IdP": a small OpenID provider of the demo's own.
+	idpURL, stopIdP, err := startDemoIdP(cfg.BaseURL + "/api/auth/callback/" + demoProvider)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	defer stopIdP()
+	cfg.IdentityProviders = append(slices.DeleteFunc(cfg.IdentityProviders, func(p config.IdentityProvider) bool { return p.ID == demoProvider }),
+		config.IdentityProvider{ID: demoProvider, Kind: config.KindOIDC, Issuer: idpURL, ClientID: demoidp.ClientID})
+	// The demo page's "verify email" shows the link signing its reader in
+	// (off by default: docs/limits.md says why). Its users are the person
+	// trying the demo, on a throwaway database.
+	cfg.Auth.SignInAfterVerification = true
 	if err := cfg.Validate(); err != nil {
 		ln.Close()
 		return fmt.Errorf("demo config: %w", err)
@@ -77,12 +92,33 @@ func cmdDemo(ctx context.Context, e *cliEnv, args []string) error {
 
 	s, err := sidecar.New(ctx, sidecar.Options{
 		Config: cfg, Secret: secret, Getenv: e.getenv, Log: e.stderr, Listener: ln,
-		OnReady: func() { fmt.Fprint(e.stdout, demoText(cfg.BaseURL, metricsAddr, cfg.Database.Path)) },
+		OnReady: func() { fmt.Fprint(e.stdout, demoText(cfg.BaseURL, metricsAddr, cfg.Database.Path, idpURL)) },
 	})
 	if err != nil {
 		return err
 	}
 	return s.Run(ctx)
+}
+
+// demoProvider is the demo IdP's id: sign-in/social {"provider":"demo"}.
+const demoProvider = "demo"
+
+// startDemoIdP serves the demo's OpenID provider on a free loopback port,
+// sending codes only to redirectURI.
+func startDemoIdP(redirectURI string) (issuer string, stop func(), err error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", nil, fmt.Errorf("demo idp: %w", err)
+	}
+	issuer = "http://" + ln.Addr().String()
+	p, err := demoidp.New(issuer, redirectURI)
+	if err != nil {
+		ln.Close()
+		return "", nil, err
+	}
+	srv := &http.Server{Handler: p.Handler(), ReadHeaderTimeout: 5 * time.Second}
+	go srv.Serve(ln)
+	return issuer, func() { srv.Close() }, nil
 }
 
 // demoListeners binds the demo's public listener and picks its admin
@@ -113,13 +149,14 @@ func demoListeners(cfg config.Config, fromFile bool) (net.Listener, string, erro
 	return ln, addr, nil
 }
 
-func demoText(base, metrics, db string) string {
-	return strings.NewReplacer("$BASE", base, "$METRICS", metrics, "$DB", db).Replace(`
+func demoText(base, metrics, db, idp string) string {
+	return strings.NewReplacer("$BASE", base, "$METRICS", metrics, "$DB", db, "$IDP", idp).Replace(`
 authsidecar demo is running on $BASE
   database:  $DB (temporary, removed on exit)
   secret:    generated for this demo only: DEVELOPMENT USE ONLY, never reuse it
   upstream:  a built-in echo server that answers with what it received
   metrics:   http://$METRICS/metrics  (health: /healthz, /readyz)
+  demo IdP:  $IDP  (an OpenID provider: "Sign in with a demo IdP" on the page)
 
 Open $BASE/ in a browser for the demo page, or paste these into another shell:
 
@@ -145,6 +182,9 @@ Open $BASE/ in a browser for the demo page, or paste these into another shell:
 
   # 6. forgot password: the link appears in this log as msg=mail ... url="..."
   curl -s -H 'content-type: application/json' -d '{"email":"ann@example.com"}' $S/api/auth/request-password-reset
+
+  # 7. sign in with the demo IdP: "url" is its login page (open it in a browser)
+  curl -s -c idp-jar -H 'content-type: application/json' -d '{"provider":"demo","callbackURL":"/"}' $S/api/auth/sign-in/social
 
 Press Ctrl-C to stop.
 `)

@@ -264,35 +264,53 @@ func TestServeEndToEnd(t *testing.T) {
 // `npm ci` in testdata/betterauth-client; CI does that, and there a
 // missing Node setup is a failure, not a skip. Mail goes to the log
 // (email.delivery: log), and the script reads the links from there through
-// MAIL_URL, the shape of the reference server's GET /__mail.
+// MAIL_URL, the shape of the reference server's GET /__mail. It runs with
+// auth.sign_in_after_verification on (the reference server's
+// autoSignInAfterVerification, which the script's defaults expect) and
+// off, the sidecar's default (VERIFY_SIGNS_IN=no).
 func TestBetterAuthClient(t *testing.T) {
 	dir := needBetterAuth(t, "betterauth-client")
-	cfgPath, port := writeConfig(t, t.TempDir(), "email: { delivery: log }\n")
-	s := startSidecar(t, cfgPath, port, e2eSecret)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "node", "client-check.mjs")
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "BASE_URL="+s.base, "MAIL_URL="+mailbox(t, s.stderr.String))
-	out, err := cmd.CombinedOutput()
-	t.Logf("client-check:\n%s", out)
-	if err != nil {
-		t.Fatalf("Better Auth client check failed: %v", err)
-	}
-	if !regexp.MustCompile(`(?m)^\d+ passed, 0 failed$`).Match(out) {
-		t.Fatal("client check did not report all passed")
-	}
-	// The recovery checks ran (they skip without MAIL_URL).
-	for _, want := range []string{
-		"PASS resetPassword with the mailed token returns {status:true}",
-		"PASS sign-in with the new password works",
-		"PASS verifyEmail returns {status:true,user:null}",
-		"PASS a used verification link: 401 INVALID_TOKEN",
-		"PASS forgetPassword (the old name) gets 404",
+	for _, tc := range []struct {
+		name, auth, signsIn string
+	}{
+		{"a verification link signs in", "auth: { sign_in_after_verification: true }\n", "yes"},
+		{"a verification link only verifies (the default)", "", "no"},
 	} {
-		if !bytes.Contains(out, []byte(want)) {
-			t.Errorf("client check lacks %q", want)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			cfgPath, port := writeConfig(t, t.TempDir(), "email: { delivery: log }\n"+tc.auth)
+			s := startSidecar(t, cfgPath, port, e2eSecret)
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, "node", "client-check.mjs")
+			cmd.Dir = dir
+			cmd.Env = append(os.Environ(), "BASE_URL="+s.base, "MAIL_URL="+mailbox(t, s.stderr.String), "VERIFY_SIGNS_IN="+tc.signsIn)
+			out, err := cmd.CombinedOutput()
+			t.Logf("client-check:\n%s", out)
+			if err != nil {
+				t.Fatalf("Better Auth client check failed: %v", err)
+			}
+			if !regexp.MustCompile(`(?m)^\d+ passed, 0 failed$`).Match(out) {
+				t.Fatal("client check did not report all passed")
+			}
+			// The recovery checks ran (they skip without MAIL_URL).
+			want := []string{
+				"PASS resetPassword with the mailed token returns {status:true}",
+				"PASS sign-in with the new password works",
+				"PASS verifyEmail returns {status:true,user:null}",
+				"PASS a used verification link: 401 INVALID_TOKEN",
+				"PASS forgetPassword (the old name) gets 404",
+			}
+			if tc.signsIn == "yes" {
+				want = append(want, "PASS verifyEmail sets the auth.session_token cookie (signed in)")
+			} else {
+				want = append(want, "PASS verifyEmail sets no auth.session_token cookie (the link only verifies)", "PASS getSession after verifyEmail: still signed out")
+			}
+			for _, w := range want {
+				if !bytes.Contains(out, []byte(w)) {
+					t.Errorf("client check lacks %q", w)
+				}
+			}
+		})
 	}
 }
 

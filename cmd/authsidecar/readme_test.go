@@ -3,39 +3,51 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"database/sql"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"maps"
+	mathrand "math/rand/v2"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
-	"unicode"
-	"unsafe"
 
 	"github.com/authsidecar/authsidecar/internal/pgcluster"
 	"github.com/authsidecar/authsidecar/webclient"
 )
 
-// The README promises that every command in it works. TestReadmeCommands
-// runs every ```sh block of README.md, in order, in one bash, as a newcomer
-// pasting them would, and checks what each printed. The commands name fixed
-// ports (8080, 9090, 3000, 5432, 8081-8083, ...), so they run in a network
-// namespace of their own (a child process of this test binary, see
-// readmeHelper), where those ports are free and where "your app" and
-// PostgreSQL are provided at the addresses the README assumes.
+// The docs promise that every command in them works. TestReadmeCommands
+// runs every ```sh block of README.md and docs/*.md, file after file in
+// readmeFiles' order and block after block, in one bash, as a newcomer
+// pasting them would, and checks what each printed.
+//
+// The commands name fixed ports (8080, 9090, 3000, 5432, 8081-8083, ...),
+// which other programs on this machine may hold. So the test maps each
+// port the docs use (readmePorts) to a free one and writes that port
+// wherever the docs wrote the fixed one: in the blocks, in its copy of
+// sidecar.yaml, and in what it expects them to print. It needs no network
+// namespace, so no root and no user namespaces. "Your app" (3000), the
+// second service (4000) and PostgreSQL (5432) are the test's own servers
+// on the mapped ports.
+
+// readmeFiles are the documents whose blocks run, in this order, in one
+// shell: later ones build on what earlier ones started (the README's
+// sidecar, its $JWT). Every other docs/*.md follows, in name order.
+var readmeFiles = []string{"README.md", "docs/configuration.md", "docs/operations.md", "docs/scaling.md"}
+
+// readmePorts are the ports the docs' commands use. A block naming another
+// host:port fails the test, so a new port cannot slip through unmapped.
+var readmePorts = []int{3000, 4000, 5432, 8080, 8081, 8082, 8083, 8090, 9090, 9091, 9092, 9093, 9190}
 
 // readmeStep is what the test knows about one runnable README block,
 // identified by its first line (a block whose first line changes must be
@@ -67,15 +79,17 @@ const (
 )
 
 var readmeSteps = []readmeStep{{
+	// README.md
 	first: "go run ./cmd/authsidecar demo",
 	name:  "demo",
 	// The demo prints a walkthrough to paste into another shell: run it,
-	// then stop the demo as the reader does (Ctrl-C), freeing 8080.
+	// then stop the demo as the reader does (Ctrl-C). It takes 8080 when
+	// free, else any port, and its walkthrough names the one it took.
 	after: `wait_output 'running on http://'
 sed -n '/^  S=/,/^Press Ctrl-C/p' "$OUT/$BLOCK.out" | grep -v '^Press' | sed 's/^  //' > "$OUT/walkthrough.sh"
 (set +eE; unset AUTH_SECRET DATABASE_URL; . "$OUT/walkthrough.sh") # pasted by hand: no errexit
 stop_background demo`,
-	want: []string{`running on http://127\.0\.0\.1:8080`, `DEVELOPMENT USE ONLY`, `msg=stopped`},
+	want: []string{`running on http://127\.0\.0\.1:\d+`, `DEVELOPMENT USE ONLY`, `msg=stopped`},
 	wantAfter: []string{
 		`"email":"ann@example.com"`, // sign-up
 		`"redirect":false`,          // sign-in
@@ -101,18 +115,23 @@ stop_background demo`,
 		`\{"message":"Unauthorized","code":"UNAUTHORIZED"\}`,
 	},
 }, {
+	first: `go build -trimpath -o authsidecar ./cmd/authsidecar`,
+	want:  []string{`(?m)^authsidecar \S+\nrevision  .+\n(committed .+\n)?go        go1\.\d+`},
+}, {
+	// docs/configuration.md
 	first:   `curl -s $S/api/auth/jwks                                          # auth`,
 	another: true,
 	want: []string{
 		`\{"keys":\[\{"`,
 		`"path": "/api/mcp-oauth/authorize",\s*` + userID,
 		`"path": "/ws/browser",\s*` + noUser,
-		`HTTP/1.1 101 Switching Protocols`,
+		`HTTP/1.1 101 Switching Protocols`, // the test's app accepts a WebSocket at /ws/chat
 		`"code":"FORBIDDEN"`,
 		`"path": "/api/tasks",\s*` + userID,
 		`"path": "/index.html",\s*` + noUser,
 	},
 }, {
+	// docs/operations.md
 	first:   `go run ./cmd/authsidecar users list`,
 	another: true,
 	want: []string{
@@ -122,6 +141,7 @@ stop_background demo`,
 		`backed up authsidecar\.db to auth-\d{4}-\d\d-\d\d\.db`,
 	},
 }, {
+	// docs/scaling.md
 	first:    `export DATABASE_URL='postgres://authsidecar:PASSWORD@127.0.0.1:5432/authsidecar?sslmode=disable'`,
 	postgres: true,
 	before:   `stop_background serve # "Stop the SQLite sidecar first"`,
@@ -133,7 +153,7 @@ stop_background demo`,
 wait_http http://127.0.0.1:9092/readyz
 wait_http http://127.0.0.1:9093/readyz`,
 	// The key copied from SQLite decrypts: the same AUTH_SECRET was kept.
-	want: []string{`ok +config replica1\.yaml`, `ok +key \S+ created`, `all checks passed`},
+	want: []string{`ok +config replica-8081\.yaml`, `ok +key \S+ created`, `all checks passed`},
 }, {
 	first:    `R1=http://127.0.0.1:8081 R2=http://127.0.0.1:8082 R3=http://127.0.0.1:8083`,
 	another:  true,
@@ -162,28 +182,47 @@ wait_http http://127.0.0.1:9093/readyz`,
 	},
 }}
 
-// readmeNotRun are the blocks the test does not run, by first line, and
+// readmeNotRun are the blocks the test does not run, by their first line
+// or its first words (a command and its arguments, before a space), and
 // why. Every other block must be in readmeSteps.
 var readmeNotRun = map[string]string{
-	"go run ./cmd/authsidecar-bench": "the benchmark's full run takes ~200 s on an idle machine; " +
+	"go run ./cmd/authsidecar-image": "cmd/authsidecar-image TestImage builds the image as this command does " +
+		"(twice, and runs the binary from it), and .ci/run runs exactly this command",
+	readmeTestCommand: "it is the command that runs this test; .ci/run runs exactly it (TestReadmeTestCommandInCI)",
+	"go run ./cmd/authsidecar-bench": "the benchmark's full run takes ~200 s on an idle machine and seeding 1M users a minute more; " +
 		"cmd/authsidecar-bench TestSmoke runs the same program end to end in -smoke mode",
-	"go test -race ./...": "it is the command that runs this test; .ci/run runs exactly it",
 }
 
-// readmeBlock is one fenced code block of the README.
+// notRun returns the readmeNotRun entry the block starting with first
+// matches, if any.
+func notRun(first string) (key string, ok bool) {
+	for k := range readmeNotRun {
+		if first == k || strings.HasPrefix(first, k+" ") {
+			return k, true
+		}
+	}
+	return "", false
+}
+
+// readmeBlock is one fenced code block of a document.
 type readmeBlock struct {
+	file    string // README.md, docs/scaling.md, ...
 	info    string // the fence's info string: sh, html, ...
 	line    int    // of the opening fence
 	heading string // the heading it is under
 	body    string
 }
 
+func (b readmeBlock) where() string {
+	return fmt.Sprintf("%s:%d (under %q)", b.file, b.line, b.heading)
+}
+
 // readmeFenceKinds are the fenced blocks that hold no commands. Anything
 // else (bash, console, an untagged fence) would be a command the test
 // silently skipped.
-var readmeFenceKinds = map[string]bool{"sh": true, "html": true, "yaml": true, "json": true}
+var readmeFenceKinds = map[string]bool{"sh": true, "html": true, "yaml": true, "json": true, "text": true}
 
-func readmeBlocks(text string) ([]readmeBlock, error) {
+func readmeBlocks(file, text string) ([]readmeBlock, error) {
 	var blocks []readmeBlock
 	var cur *readmeBlock
 	heading := ""
@@ -197,17 +236,44 @@ func readmeBlocks(text string) ([]readmeBlock, error) {
 		case strings.HasPrefix(line, "```"):
 			info := strings.TrimSpace(strings.TrimPrefix(line, "```"))
 			if !readmeFenceKinds[info] {
-				return nil, fmt.Errorf("README.md:%d: a fenced block tagged %q: commands go in ```sh blocks, which the test runs", i+1, info)
+				return nil, fmt.Errorf("%s:%d: a fenced block tagged %q: commands go in ```sh blocks, which the test runs; a picture or a listing in ```text", file, i+1, info)
 			}
-			cur = &readmeBlock{info: info, line: i + 1, heading: heading}
+			cur = &readmeBlock{file: file, info: info, line: i + 1, heading: heading}
 		case strings.HasPrefix(line, "#"):
 			heading = strings.TrimSpace(strings.TrimLeft(line, "#"))
 		}
 	}
 	if cur != nil {
-		return nil, fmt.Errorf("README.md:%d: the fenced block is not closed", cur.line)
+		return nil, fmt.Errorf("%s:%d: the fenced block is not closed", file, cur.line)
 	}
 	return blocks, nil
+}
+
+// docBlocks are the blocks of every document, in readmeFiles' order, then
+// those of the other docs/*.md.
+func docBlocks(t *testing.T) []readmeBlock {
+	t.Helper()
+	files := slices.Clone(readmeFiles)
+	others, _ := filepath.Glob("../../docs/*.md")
+	slices.Sort(others)
+	for _, o := range others {
+		if f := "docs/" + filepath.Base(o); !slices.Contains(files, f) {
+			files = append(files, f)
+		}
+	}
+	var blocks []readmeBlock
+	for _, f := range files {
+		text, err := os.ReadFile(filepath.Join("../..", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := readmeBlocks(f, string(text))
+		if err != nil {
+			t.Fatal(err)
+		}
+		blocks = append(blocks, b...)
+	}
+	return blocks
 }
 
 func (b readmeBlock) first() string {
@@ -215,13 +281,31 @@ func (b readmeBlock) first() string {
 	return strings.TrimSpace(line)
 }
 
-// readmeForeground matches a server the README runs in a terminal of its
-// own (no "&"): the script runs it in the background.
+// portMap maps the docs' ports to the free ones this run uses.
+type portMap map[int]int
+
+var portRE = regexp.MustCompile(`\b\d{4}\b`)
+
+// sub writes the mapped port wherever s names one of readmePorts.
+func (m portMap) sub(s string) string {
+	return portRE.ReplaceAllStringFunc(s, func(p string) string {
+		n, _ := strconv.Atoi(p)
+		if to, ok := m[n]; ok {
+			return strconv.Itoa(to)
+		}
+		return p
+	})
+}
+
+var hostPortRE = regexp.MustCompile(`(?:localhost|127\.0\.0\.1):(\d+)`)
+
+// readmeForeground matches a server the docs run in a terminal of its own
+// (no "&"): the script runs it in the background.
 var readmeForeground = regexp.MustCompile(`^go run \./cmd/authsidecar (serve|demo)\b[^&#]*?(\s*#.*)?$`)
 
-// readmeScript is the bash that runs the README's steps in order, each
+// readmeScript is the bash that runs the docs' steps in order, each
 // block's output in $OUT/<n>.out and its after's in $OUT/<n>.after.
-func readmeScript(t *testing.T, blocks []readmeBlock) (script string, run map[int]readmeStep) {
+func readmeScript(t *testing.T, blocks []readmeBlock, ports portMap) (script string, run map[int]readmeStep) {
 	t.Helper()
 	steps := map[string]readmeStep{}
 	for _, s := range readmeSteps {
@@ -231,35 +315,42 @@ func readmeScript(t *testing.T, blocks []readmeBlock) (script string, run map[in
 	var sb strings.Builder
 	sb.WriteString(readmePrelude)
 	n := 0
-	seen := map[string]bool{}
+	seen := map[string]string{}
+	notRunSeen := map[string]bool{}
 	for _, b := range blocks {
 		if b.info != "sh" {
 			continue
 		}
 		n++
 		first := b.first()
-		if seen[first] {
-			t.Errorf("README.md:%d: another sh block starts with %q too: the test tells blocks apart by their first line", b.line, first)
-		}
-		seen[first] = true
-		if _, ok := readmeNotRun[first]; ok {
+		if k, ok := notRun(first); ok {
+			notRunSeen[k] = true
 			continue
 		}
+		if where, dup := seen[first]; dup {
+			t.Errorf("%s: another sh block (%s) starts with %q too: the test tells blocks apart by their first line", b.where(), where, first)
+		}
+		seen[first] = b.where()
 		s, ok := steps[first]
 		if !ok {
-			t.Errorf("README.md:%d (under %q): the sh block starting %q is neither run by this test (readmeSteps) nor listed with a reason (readmeNotRun)", b.line, b.heading, first)
+			t.Errorf("%s: the sh block starting %q is neither run by this test (readmeSteps in cmd/authsidecar/readme_test.go) nor listed there with a reason (readmeNotRun)", b.where(), first)
 			continue
+		}
+		for _, m := range hostPortRE.FindAllStringSubmatch(b.body, -1) {
+			if p, _ := strconv.Atoi(m[1]); !slices.Contains(readmePorts, p) {
+				t.Errorf("%s: the block names %s, a port the test does not map to a free one: add %d to readmePorts", b.where(), m[0], p)
+			}
 		}
 		run[n] = s
 		var body strings.Builder
-		for _, line := range strings.SplitAfter(b.body, "\n") {
+		for _, line := range strings.SplitAfter(ports.sub(b.body), "\n") {
 			if m := readmeForeground.FindStringSubmatchIndex(strings.TrimRight(line, "\n")); m != nil {
 				cmd := strings.TrimRight(line, "\n")
 				if m[4] >= 0 {
 					cmd = cmd[:m[4]]
 				}
 				if s.name == "" {
-					t.Errorf("README.md:%d: the block runs a server in the foreground: give its step a name", b.line)
+					t.Errorf("%s: the block runs a server in the foreground: give its step a name", b.where())
 				}
 				line = fmt.Sprintf("%s & BACKGROUND_%s+=($!)\n", cmd, s.name)
 			}
@@ -275,14 +366,14 @@ func readmeScript(t *testing.T, blocks []readmeBlock) (script string, run map[in
 			sb.WriteString("another_shell\n")
 		}
 		if s.before != "" {
-			sb.WriteString(s.before + "\n")
+			sb.WriteString(ports.sub(s.before) + "\n")
 		}
 		fmt.Fprintf(&sb, "{\n%s} > \"$OUT/%d.out\" 2>&1\n", body.String(), n)
 		if s.another {
 			sb.WriteString("first_shell\n")
 		}
 		if s.after != "" {
-			fmt.Fprintf(&sb, "{\n%s\n} > \"$OUT/%d.after\" 2>&1\n", s.after, n)
+			fmt.Fprintf(&sb, "{\n%s\n} > \"$OUT/%d.after\" 2>&1\n", ports.sub(s.after), n)
 		}
 		if guard != "" {
 			sb.WriteString("fi\n")
@@ -290,13 +381,13 @@ func readmeScript(t *testing.T, blocks []readmeBlock) (script string, run map[in
 	}
 	sb.WriteString("echo done > \"$OUT/current\"\n")
 	for _, s := range readmeSteps {
-		if !seen[s.first] {
-			t.Errorf("readmeSteps has a step for %q, which no sh block of the README starts with", s.first)
+		if _, ok := seen[s.first]; !ok {
+			t.Errorf("readmeSteps has a step for %q, which no sh block of README.md or docs/ starts with", s.first)
 		}
 	}
-	for first := range readmeNotRun {
-		if !seen[first] {
-			t.Errorf("readmeNotRun lists %q, which no sh block of the README starts with", first)
+	for k := range readmeNotRun {
+		if !notRunSeen[k] {
+			t.Errorf("readmeNotRun lists %q, which no sh block of README.md or docs/ starts with", k)
 		}
 	}
 	return sb.String(), run
@@ -341,9 +432,14 @@ first_shell() {
 
 // goShim is "go" as the README uses it, on the binary the test built.
 const goShim = `#!/bin/bash
+all="$*"
 if [ "$1" = run ] && [ "$2" = ./cmd/authsidecar ]; then shift 2; exec "$AUTHSIDECAR_BIN" "$@"; fi
-if [ "$#" = 4 ] && [ "$1" = build ] && [ "$2" = -o ] && [ "$4" = ./cmd/authsidecar ]; then exec cp "$AUTHSIDECAR_BIN" "$3"; fi
-echo "readme test: 'go $*' is not a command this test runs: run it in readmeSteps or list it in readmeNotRun" >&2
+if [ "$1" = build ]; then # go build [-trimpath] -o FILE ./cmd/authsidecar
+  shift; out=
+  while [ "$#" -gt 1 ]; do case "$1" in -trimpath) shift ;; -o) out=$2; shift 2 ;; *) break ;; esac; done
+  if [ -n "$out" ] && [ "$#" = 1 ] && [ "$1" = ./cmd/authsidecar ]; then exec cp "$AUTHSIDECAR_BIN" "$out"; fi
+fi
+echo "readme test: 'go $all' is not a command this test runs: run it in readmeSteps or list it in readmeNotRun" >&2
 exit 127
 `
 
@@ -353,20 +449,7 @@ func TestReadmeCommands(t *testing.T) {
 			readmeUnavailable(t, tool+" is needed to run the README's commands")
 		}
 	}
-	text, err := os.ReadFile("../../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	blocks, err := readmeBlocks(string(text))
-	if err != nil {
-		t.Fatal(err)
-	}
-	script, steps := readmeScript(t, blocks)
-	if t.Failed() {
-		t.FailNow()
-	}
-
-	bin := sidecarBinary(t)
+	blocks := docBlocks(t)
 	root := t.TempDir()
 	work, out, shim := filepath.Join(root, "repo"), filepath.Join(root, "out"), filepath.Join(root, "bin")
 	for _, d := range []string{work, out, shim} {
@@ -374,39 +457,70 @@ func TestReadmeCommands(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+
+	// What the docs assume is there: your app, a second service, and a
+	// PostgreSQL whose role and database match their DATABASE_URL.
+	ports := portMap{}
+	for port, h := range map[int]http.Handler{3000: readmeApp(), 4000: webclient.Echo("the second service")} {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+		go srv.Serve(ln)
+		t.Cleanup(func() { srv.Close() })
+		ports[port] = ln.Addr().(*net.TCPAddr).Port
+	}
+	if pg, err := readmePostgres(); err != nil {
+		writeFile(t, filepath.Join(out, "postgres-unavailable"), err.Error())
+	} else {
+		t.Cleanup(pg.Close)
+		ports[5432] = pg.Port()
+	}
+	for _, p := range readmePorts {
+		if _, ok := ports[p]; !ok {
+			ports[p] = freeReadmePort(t, ports)
+		}
+	}
+	t.Logf("the docs' ports, mapped to free ones: %v", ports)
+
+	script, steps := readmeScript(t, blocks, ports)
+	if t.Failed() {
+		t.FailNow()
+	}
+	bin := sidecarBinary(t)
 	yaml, err := os.ReadFile("../../sidecar.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	writeFile(t, filepath.Join(work, "sidecar.yaml"), string(yaml))
+	writeFile(t, filepath.Join(work, "sidecar.yaml"), ports.sub(string(yaml)))
 	writeFile(t, filepath.Join(root, "readme.sh"), script)
 	if err := os.WriteFile(filepath.Join(shim, "go"), []byte(goShim), 0o755); err != nil {
 		t.Fatal(err)
 	}
 
-	cmd := exec.Command(os.Args[0])
-	if exe, err := os.Executable(); err == nil {
-		cmd = exec.Command(exe)
-	}
-	cmd.Env = append(testEnv(), readmeHelperEnv+"=1", "HOME="+root, "WORK="+work, "OUT="+out,
-		"AUTHSIDECAR_BIN="+bin, "README_SCRIPT="+filepath.Join(root, "readme.sh"),
+	bash := exec.Command("bash", filepath.Join(root, "readme.sh"))
+	bash.Env = append(testEnv(), "HOME="+root, "WORK="+work, "OUT="+out, "AUTHSIDECAR_BIN="+bin,
 		"PATH="+shim+string(os.PathListSeparator)+os.Getenv("PATH"))
 	var log syncBuffer
-	cmd.Stdout, cmd.Stderr = &log, &log
-	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWNET, Pdeathsig: syscall.SIGTERM}
-	if os.Geteuid() != 0 {
-		// Unprivileged: a user namespace in which we are root owns the
-		// network namespace.
-		cmd.SysProcAttr.Cloneflags |= syscall.CLONE_NEWUSER
-		cmd.SysProcAttr.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getuid(), Size: 1}}
-		cmd.SysProcAttr.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getgid(), Size: 1}}
-	}
+	bash.Stdout, bash.Stderr = &log, &log
+	// Its own process group: the servers the script started in the
+	// background are stopped with it.
+	bash.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	start := time.Now()
-	if err := cmd.Start(); err != nil {
-		readmeUnavailable(t, fmt.Sprintf("a network namespace of its own is needed (the README's commands use fixed ports): %v", err))
+	if err := bash.Start(); err != nil {
+		t.Fatal(err)
 	}
-	runErr := cmd.Wait()
-	t.Logf("README commands ran in %v", time.Since(start).Round(100*time.Millisecond))
+	done := make(chan error, 1)
+	go func() { done <- bash.Wait() }()
+	var runErr error
+	select {
+	case runErr = <-done:
+	case <-time.After(240 * time.Second):
+		runErr = errors.New("the docs' commands did not finish within 240 s")
+	}
+	stopGroup(bash.Process.Pid)
+	t.Logf("the docs' commands ran in %v", time.Since(start).Round(100*time.Millisecond))
 
 	read := func(name string) string {
 		b, _ := os.ReadFile(filepath.Join(out, name))
@@ -414,11 +528,11 @@ func TestReadmeCommands(t *testing.T) {
 	}
 	if runErr != nil {
 		cur := strings.TrimSpace(read("current"))
-		t.Fatalf("the README's commands failed (%v) in sh block %s: %s\nits output:\n%s\nafter it:\n%s\nhelper:\n%s",
+		t.Fatalf("the docs' commands failed (%v) in sh block %s: %s\nits output:\n%s\nafter it:\n%s\nbash:\n%s",
 			runErr, cur, read("error"), tail(read(cur+".out"), 4000), tail(read(cur+".after"), 2000), tail(log.String(), 2000))
 	}
 	if cur := strings.TrimSpace(read("current")); cur != "done" {
-		t.Fatalf("the README's commands stopped in block %q\n%s", cur, tail(log.String(), 2000))
+		t.Fatalf("the docs' commands stopped in block %q\n%s", cur, tail(log.String(), 2000))
 	}
 	pgMissing := read("postgres-unavailable")
 	for _, n := range slices.Sorted(maps.Keys(steps)) {
@@ -426,12 +540,43 @@ func TestReadmeCommands(t *testing.T) {
 		if s.postgres && pgMissing != "" {
 			continue
 		}
-		checkOutput(t, fmt.Sprintf("sh block %d (%s)", n, s.first), read(fmt.Sprintf("%d.out", n)), s.want)
-		checkOutput(t, fmt.Sprintf("sh block %d (%s), after it", n, s.first), read(fmt.Sprintf("%d.after", n)), s.wantAfter)
+		want, wantAfter := make([]string, len(s.want)), make([]string, len(s.wantAfter))
+		for i, w := range s.want {
+			want[i] = ports.sub(w)
+		}
+		for i, w := range s.wantAfter {
+			wantAfter[i] = ports.sub(w)
+		}
+		checkOutput(t, fmt.Sprintf("sh block %d (%s)", n, s.first), read(fmt.Sprintf("%d.out", n)), want)
+		checkOutput(t, fmt.Sprintf("sh block %d (%s), after it", n, s.first), read(fmt.Sprintf("%d.after", n)), wantAfter)
 	}
 	if pgMissing != "" {
-		readmeUnavailable(t, "the README's PostgreSQL blocks were not run: "+pgMissing)
+		readmeUnavailable(t, "the docs' PostgreSQL blocks were not run: "+pgMissing)
 	}
+}
+
+// freeReadmePort is a loopback port free now and not already in m, taken
+// below Linux's ephemeral range (32768-60999): a server that binds port 0
+// meanwhile (the demo's own listeners, another test) is never given it.
+// A program binding it by number could still take it first; then the
+// test fails naming the address in use.
+func freeReadmePort(t *testing.T, m portMap) int {
+	t.Helper()
+	taken := slices.Collect(maps.Values(m))
+	for range 1000 {
+		p := 20000 + mathrand.IntN(12000)
+		if slices.Contains(taken, p) {
+			continue
+		}
+		ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
+		if err != nil {
+			continue
+		}
+		ln.Close()
+		return p
+	}
+	t.Fatal("no free port between 20000 and 32000")
+	return 0
 }
 
 // checkOutput reports the first of want that does not match out after the
@@ -458,76 +603,6 @@ func readmeUnavailable(t *testing.T, msg string) {
 	t.Skip(msg)
 }
 
-const readmeHelperEnv = "AUTHSIDECAR_README_HELPER"
-
-// The test binary run with readmeHelperEnv set is the helper, in the new
-// network namespace: it never reaches TestMain.
-func init() {
-	if os.Getenv(readmeHelperEnv) == "1" {
-		os.Exit(readmeHelper())
-	}
-}
-
-// readmeHelper brings the namespace's loopback up, starts what the README
-// assumes is there (your app on 127.0.0.1:3000, a second service on :4000,
-// PostgreSQL on :5432 with the README's role and database), runs the script
-// in bash, and then stops everything the script started.
-func readmeHelper() int {
-	fail := func(format string, args ...any) int {
-		fmt.Fprintf(os.Stderr, "readme helper: "+format+"\n", args...)
-		return 2
-	}
-	if err := loopbackUp(); err != nil {
-		return fail("loopback up: %v", err)
-	}
-	for addr, h := range map[string]http.Handler{
-		"127.0.0.1:3000": readmeApp(),
-		"127.0.0.1:4000": webclient.Echo("the second service"),
-	} {
-		ln, err := net.Listen("tcp", addr)
-		if err != nil {
-			return fail("%v", err)
-		}
-		go (&http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}).Serve(ln)
-	}
-	out := os.Getenv("OUT")
-	pg, err := readmePostgres()
-	if err != nil {
-		os.WriteFile(filepath.Join(out, "postgres-unavailable"), []byte(err.Error()), 0o644)
-	} else {
-		defer pg.Close()
-	}
-
-	bash := exec.Command("bash", os.Getenv("README_SCRIPT"))
-	bash.Stdout, bash.Stderr = os.Stderr, os.Stderr
-	// Its own process group: the servers the script started in the
-	// background are stopped with it.
-	bash.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := bash.Start(); err != nil {
-		return fail("bash: %v", err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- bash.Wait() }()
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
-	code := 0
-	select {
-	case err := <-done:
-		if err != nil {
-			code = 1
-			fmt.Fprintf(os.Stderr, "readme helper: bash: %v\n", err)
-		}
-	case <-time.After(150 * time.Second):
-		fmt.Fprintln(os.Stderr, "readme helper: the README's commands did not finish within 150 s")
-		code = 1
-	case s := <-sig:
-		fmt.Fprintf(os.Stderr, "readme helper: %v\n", s)
-		code = 1
-	}
-	stopGroup(bash.Process.Pid)
-	return code
-}
-
 // stopGroup stops a process group as a reader closing their terminals
 // would: SIGTERM (the sidecars drain), SIGKILL after 30 s.
 func stopGroup(pgid int) {
@@ -540,10 +615,10 @@ func stopGroup(pgid int) {
 	syscall.Kill(-pgid, syscall.SIGKILL)
 }
 
-// readmePostgres starts the README's PostgreSQL: 127.0.0.1:5432, role
+// readmePostgres starts the docs' PostgreSQL on a free port: role
 // authsidecar with password PASSWORD, database authsidecar.
 func readmePostgres() (*pgcluster.Cluster, error) {
-	c, err := pgcluster.NewOnPort(5432)
+	c, err := pgcluster.New()
 	if err != nil {
 		return nil, err
 	}
@@ -559,171 +634,16 @@ func readmePostgres() (*pgcluster.Cluster, error) {
 	}
 	if err != nil {
 		c.Close()
-		return nil, fmt.Errorf("the README's database: %w", err)
+		return nil, fmt.Errorf("the docs' database: %w", err)
 	}
 	return c, nil
 }
 
 // readmeApp is "your app": the demo's echo, and its WebSocket echo on the
-// route the README opens a WebSocket on.
+// route the docs open a WebSocket on.
 func readmeApp() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/ws/chat", webclient.EchoWebSocket())
 	mux.Handle("/", webclient.Echo("authsidecar demo echo"))
 	return mux
-}
-
-// loopbackUp sets IFF_UP on lo: a new network namespace starts with its
-// loopback down. (ip link set lo up, without needing iproute2.)
-func loopbackUp() error {
-	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_DGRAM, 0)
-	if err != nil {
-		return err
-	}
-	defer syscall.Close(fd)
-	var ifr [40]byte // struct ifreq: the name, then the flags (a short)
-	copy(ifr[:], "lo")
-	ioctl := func(req uintptr) error {
-		if _, _, errno := syscall.Syscall(syscall.SYS_IOCTL, uintptr(fd), req, uintptr(unsafe.Pointer(&ifr[0]))); errno != 0 {
-			return errno
-		}
-		return nil
-	}
-	if err := ioctl(syscall.SIOCGIFFLAGS); err != nil {
-		return err
-	}
-	binary.NativeEndian.PutUint16(ifr[16:], binary.NativeEndian.Uint16(ifr[16:])|syscall.IFF_UP)
-	return ioctl(syscall.SIOCSIFFLAGS)
-}
-
-// TestReadmeLinks checks that every link of the README and of docs/ to a
-// heading ("#anchor", "file.md#anchor") names one, and every relative link
-// names a file of the repository.
-func TestReadmeLinks(t *testing.T) {
-	docs, _ := filepath.Glob("../../docs/*.md")
-	for _, file := range append([]string{"../../README.md"}, docs...) {
-		text, err := os.ReadFile(file)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, l := range markdownLinks(string(text)) {
-			target := l.target
-			if strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
-				continue
-			}
-			path, anchor, _ := strings.Cut(target, "#")
-			dest := file
-			if path != "" {
-				dest = filepath.Join(filepath.Dir(file), path)
-				if _, err := os.Stat(dest); err != nil {
-					t.Errorf("%s:%d: link to %s: no such file", file, l.line, target)
-					continue
-				}
-			}
-			if anchor == "" {
-				continue
-			}
-			destText, err := os.ReadFile(dest)
-			if err != nil {
-				t.Errorf("%s:%d: link to %s: %v", file, l.line, target, err)
-				continue
-			}
-			if !markdownAnchors(string(destText))[anchor] {
-				t.Errorf("%s:%d: link to %s: no heading has the anchor %q", file, l.line, target, anchor)
-			}
-		}
-	}
-}
-
-type markdownLink struct {
-	line   int
-	target string
-}
-
-var markdownLinkRE = regexp.MustCompile(`\]\(([^)\s]+)\)`)
-
-// markdownLinks are the inline links outside fenced blocks.
-func markdownLinks(text string) []markdownLink {
-	var links []markdownLink
-	fenced := false
-	sc := bufio.NewScanner(strings.NewReader(text))
-	for n := 1; sc.Scan(); n++ {
-		line := sc.Text()
-		if strings.HasPrefix(line, "```") {
-			fenced = !fenced
-			continue
-		}
-		if fenced {
-			continue
-		}
-		for _, m := range markdownLinkRE.FindAllStringSubmatch(line, -1) {
-			links = append(links, markdownLink{n, m[1]})
-		}
-	}
-	return links
-}
-
-// markdownAnchors are the anchors GitHub gives the headings: lower case,
-// punctuation other than "-" and "_" dropped, spaces as "-", and "-1",
-// "-2", ... after a repeated one.
-func markdownAnchors(text string) map[string]bool {
-	anchors := map[string]bool{}
-	count := map[string]int{}
-	fenced := false
-	for _, line := range strings.Split(text, "\n") {
-		if strings.HasPrefix(line, "```") {
-			fenced = !fenced
-		}
-		if fenced || !strings.HasPrefix(line, "#") {
-			continue
-		}
-		title := strings.TrimSpace(strings.TrimLeft(line, "#"))
-		var b strings.Builder
-		for _, r := range strings.ToLower(title) {
-			switch {
-			case r == ' ':
-				b.WriteRune('-')
-			case r == '-' || r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r):
-				b.WriteRune(r)
-			}
-		}
-		a := b.String()
-		if n := count[a]; n > 0 {
-			anchors[fmt.Sprintf("%s-%d", a, n)] = true
-		} else {
-			anchors[a] = true
-		}
-		count[a]++
-	}
-	return anchors
-}
-
-// TestReadmeTestCommandInCI: the README's test command is not run by the
-// README test (it is what runs it); CI must run exactly it.
-func TestReadmeTestCommandInCI(t *testing.T) {
-	text, err := os.ReadFile("../../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	blocks, err := readmeBlocks(string(text))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ci, err := os.ReadFile("../../.ci/run")
-	if err != nil {
-		t.Fatal(err)
-	}
-	found := false
-	for _, b := range blocks {
-		if b.info != "sh" || !strings.HasPrefix(b.first(), "go test ") {
-			continue
-		}
-		found = true
-		if !slices.Contains(strings.Split(string(ci), "\n"), b.first()) {
-			t.Errorf("README.md:%d gives %q as the test command; .ci/run has no line running exactly it", b.line, b.first())
-		}
-	}
-	if !found {
-		t.Error("README.md gives no test command (an sh block starting with go test)")
-	}
 }

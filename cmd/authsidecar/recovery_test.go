@@ -35,10 +35,13 @@ const (
 
 // mailBinary writes a SQLite config in dir whose base_url is the binary's
 // own address, so the mailed links work against it, with email as the
-// email section, and starts the binary with AUTH_SECRET and env.
+// email section, and starts the binary with AUTH_SECRET and env. A
+// verification link signs in there (auth.sign_in_after_verification:
+// checkVerifyLink follows the whole flow; the default, off, is
+// TestAbuseBinary's).
 func mailBinary(t *testing.T, dir, email string, env ...string) (p *process, cfgPath string, port int) {
 	t.Helper()
-	cfgPath, port = writeConfig(t, dir, fmt.Sprintf("upstream: %q\n%s\nemail: %s\n", echoUpstream(t).URL, mailLimits, email))
+	cfgPath, port = writeConfig(t, dir, fmt.Sprintf("upstream: %q\n%s\nemail: %s\nauth: { sign_in_after_verification: true }\n", echoUpstream(t).URL, mailLimits, email))
 	env = append([]string{"AUTH_SECRET=" + e2eSecret}, env...)
 	return startBinary(t, cfgPath, port, env...), cfgPath, port
 }

@@ -32,8 +32,11 @@ func TestRuleSeriesAtStartup(t *testing.T) {
 
 	dir := t.TempDir()
 	up := echoUpstream(t)
-	// Mail on (to the log): the outbox's series exist only with a delivery.
-	cfg, port := writeConfigFile(t, dir, "rules.yaml", fmt.Sprintf("base_url: \"http://app.example.test\"\nupstream: %q\ndatabase: { driver: sqlite, path: %q }\nemail: { delivery: log }\n", up.URL, filepath.Join(dir, "auth.db")))
+	// Mail on (to the log): the outbox's series exist only with a delivery;
+	// an identity provider (down: its series must exist all the same) for
+	// the sign-in series.
+	cfg, port := writeConfigFile(t, dir, "rules.yaml", fmt.Sprintf("base_url: \"http://app.example.test\"\nupstream: %q\ndatabase: { driver: sqlite, path: %q }\nemail: { delivery: log }\n"+
+		"identity_providers: [{id: corp, kind: oidc, issuer: \"http://127.0.0.1:1\", client_id: authsidecar}]\n", up.URL, filepath.Join(dir, "auth.db")))
 	p := startBinary(t, cfg, port, "AUTH_SECRET="+e2eSecret)
 	series := scrapeSeries(t, p.metrics+"/metrics")
 

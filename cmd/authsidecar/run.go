@@ -8,6 +8,8 @@ import (
 	"io"
 	"slices"
 	"strings"
+
+	"github.com/authsidecar/authsidecar/internal/buildinfo"
 )
 
 var (
@@ -45,6 +47,8 @@ type cliEnv struct {
 	configPath string
 	// configSet says -config was given, not defaulted.
 	configSet bool
+	// online: check contacts the identity providers (-online).
+	online bool
 }
 
 var commands = []command{
@@ -54,7 +58,8 @@ var commands = []command{
 			"reported as created by the first serve (once its directory is found writable), an older\n" +
 			"schema as migrations serve applies, a PostgreSQL database without tables as tables serve\n" +
 			"creates. It decrypts the stored signing keys with the secret (verifier mode: fetches the\n" +
-			"JWKS once). Every problem is printed as a FAIL line, then their count; the exit status is 1\n" +
+			"JWKS once). With -online it also fetches each identity provider's discovery document and\n" +
+			"JWKS and says what it found (without it, providers are not contacted). Every problem is printed as a FAIL line, then their count; the exit status is 1\n" +
 			"if there is any. When the config does not load, the secret is still checked, under the\n" +
 			"auth.secret_env the file names (or AUTH_SECRET)."},
 	{name: "version", summary: "print the version", run: cmdVersion},
@@ -134,6 +139,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	fs := flag.NewFlagSet("authsidecar "+path, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&e.configPath, "config", "sidecar.yaml", "configuration `file`")
+	if path == "check" {
+		fs.BoolVar(&e.online, "online", false, "also fetch each identity provider's discovery document and JWKS")
+	}
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: authsidecar %s [-config FILE]%s\n\n%s.\n", path, prefixed(" ", c.args), upperFirst(c.summary))
 		if c.detail != "" {
@@ -269,13 +277,15 @@ func subUsage(w io.Writer, c command) {
 	fmt.Fprintf(w, "\nRun 'authsidecar %s SUB -h' for a subcommand's flags.\n", c.name)
 }
 
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "dev"
+// version, when a packager sets it (-ldflags "-X main.version=..."),
+// replaces the module version the build info holds.
+var version string
 
 func cmdVersion(_ context.Context, e *cliEnv, args []string) error {
 	if err := noArgs("version", args); err != nil {
 		return err
 	}
-	fmt.Fprintln(e.stdout, "authsidecar", version)
+	info, _ := buildinfo.Read()
+	fmt.Fprint(e.stdout, info.Format("authsidecar", version))
 	return nil
 }

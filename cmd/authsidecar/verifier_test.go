@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -64,6 +65,7 @@ base_url: %q
 upstream: %q
 database: { driver: sqlite, path: %q }
 metrics: { listen: "127.0.0.1:%d" }
+keys: { cooldown: 1s }
 `, issuerPort, issuerBase, up.URL, filepath.Join(dir, "issuer.db"), freePort(t)))
 	iss := startBinary(t, issuerCfg, issuerPort, "AUTH_SECRET="+e2eSecret)
 	cookie, jwt := signUp(t, iss.instance, "ann@example.com", "correct-horse-battery")
@@ -102,15 +104,51 @@ metrics: { listen: "127.0.0.1:%d" }
 		t.Error("the verifier forwarded an /api/auth/* request upstream")
 	}
 
-	// A rotated key reaches the verifier on the first token naming it.
+	// A verifier cannot read roles: its admin routes (the defaults here)
+	// answer 403 JSON to a valid token and are never forwarded.
+	before = hits.Load()
+	res, body = v.do(t, "GET", "/api/admin/users", "", "Authorization", "Bearer "+jwt)
+	if res.StatusCode != 403 || jsonCode(body) != "FORBIDDEN" || hits.Load() != before {
+		t.Errorf("admin route through the verifier: got %d %s (upstream hits +%d), want 403 FORBIDDEN, nothing forwarded", res.StatusCode, body, hits.Load()-before)
+	}
+	// "routes.admin: []" says the upstream checks roles itself.
+	optCfg, optPort := writeConfigFile(t, dir, "verifier-opt-out.yaml", fmt.Sprintf(`mode: verifier
+base_url: "http://api2.example.test"
+upstream: %q
+keys: { jwks_url: "%s/api/auth/jwks" }
+routes: { admin: [] }
+`, up.URL, issuerBase))
+	opt := startBinary(t, optCfg, optPort)
+	if got := status(t, opt.instance, "/api/admin/users", jwt); got != 200 {
+		t.Errorf("admin route through a verifier with routes.admin: []: got %d, want 200 (forwarded)", got)
+	}
+	// Written out without a database, they are refused at start.
+	badCfg, _ := writeConfigFile(t, dir, "verifier-admin.yaml", fmt.Sprintf(`mode: verifier
+upstream: %q
+keys: { jwks_url: "%s/api/auth/jwks" }
+routes:
+  admin: [{ prefix: /api/ops/, roles: [ops] }]
+`, up.URL, issuerBase))
+	raw, _ := os.ReadFile(badCfg)
+	line := 1 + strings.Count(string(raw[:strings.Index(string(raw), "  admin:")]), "\n")
+	if _, _, err := cli(t, "", "", "serve", "-config", badCfg); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("verifier-admin.yaml:%d: routes.admin: needs a database to read user_role", line)) {
+		t.Errorf("serve with admin routes written for a verifier without a database: got %v, want a refusal at line %d", err, line)
+	}
+
+	// A rotated key signs once it has been published longer than the
+	// cooldown (1s, plus 5s): the verifier accepts it at first sight.
 	cliWithEnv(t, map[string]string{"AUTH_SECRET": e2eSecret}, argv(issuerCfg, "keys rotate")...)
-	fresh := getJWT(t, iss.instance, cookie)
-	deadline := time.Now().Add(3 * time.Second)
-	for status(t, v.instance, "/api/tasks", fresh) != 200 {
-		if time.Now().After(deadline) {
-			t.Fatal("verifier never accepted the rotated-in key")
+	var fresh string
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		if fresh = getJWT(t, iss.instance, cookie); kidOf(t, fresh) != kidOf(t, jwt) {
+			break
 		}
-		time.Sleep(100 * time.Millisecond)
+		if time.Now().After(deadline) {
+			t.Fatal("the issuer never signed with the rotated-in key")
+		}
+	}
+	if got := status(t, v.instance, "/api/tasks", fresh); got != 200 {
+		t.Errorf("the verifier on the first JWT of the rotated-in key: got %d, want 200", got)
 	}
 
 	// The issuer goes away: the last good keys serve until max_age +
@@ -119,7 +157,7 @@ metrics: { listen: "127.0.0.1:%d" }
 	if got := status(t, v.instance, "/api/tasks", jwt); got != 200 {
 		t.Errorf("right after the issuer stopped: got %d, want 200 (keys still fresh)", got)
 	}
-	deadline = time.Now().Add(15 * time.Second)
+	deadline := time.Now().Add(15 * time.Second)
 	for {
 		res, body := v.do(t, "GET", "/api/tasks", "", "Authorization", "Bearer "+jwt)
 		if res.StatusCode == 503 && jsonCode(body) == "KEYS_UNAVAILABLE" {

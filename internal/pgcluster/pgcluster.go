@@ -59,9 +59,7 @@ func (c *Cluster) AdminURL() string {
 // a free loopback port. Close stops it and removes the directory.
 func New() (*Cluster, error) { return NewOnPort(0) }
 
-// NewOnPort is New on a given port (0: a free one). The README test runs
-// the README's commands, which name PostgreSQL's usual 5432, in a network
-// namespace of their own where that port is free.
+// NewOnPort is New on a given port (0: a free one).
 func NewOnPort(port int) (*Cluster, error) {
 	bin, err := binDir()
 	if err != nil {

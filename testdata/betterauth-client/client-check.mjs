@@ -17,6 +17,10 @@
 //   VERIFY_REUSE what a used verification link gets: "refused" (default: authsidecar,
 //                401 INVALID_TOKEN) or "accepted" (Better Auth: its links are stateless
 //                JWTs that work until they expire)
+//   VERIFY_SIGNS_IN whether a verification link signs in a browser without a
+//                session: "yes" (default: Better Auth's autoSignInAfterVerification,
+//                authsidecar's auth.sign_in_after_verification) or "no" (the default of
+//                both: the link only verifies)
 //
 // Output: one "PASS <name> - detail" or "FAIL <name> - detail" line per check,
 // then "N passed, M failed" alone on a line. Exit 0 only if nothing failed.
@@ -42,6 +46,7 @@ const EXPECT_AUD = process.env.EXPECT_AUD || ORIGIN;
 const JWKS_URL = new URL(BASE_URL + BASE_PATH + "/jwks");
 const MAIL_URL = process.env.MAIL_URL ?? "";
 const VERIFY_REUSE = process.env.VERIFY_REUSE || "refused";
+const VERIFY_SIGNS_IN = (process.env.VERIFY_SIGNS_IN || "yes") === "yes";
 
 let passed = 0;
 let failed = 0;
@@ -444,12 +449,21 @@ async function recovery(stamp, password) {
 		vMail ? clip(vMail.url, 160) : "no mail within 10 s",
 	);
 
-	// 18. verifyEmail with the mailed token, signed out: it verifies and signs in.
+	// 18. verifyEmail with the mailed token, signed out: it verifies, and
+	// signs in when the server lets a link do that.
 	await client.signOut();
 	const ver = await client.verifyEmail({ query: { token: vToken } });
 	const verEx = last("/verify-email");
 	report(!ver.error && ver.data?.status === true && ver.data?.user === null, "verifyEmail returns {status:true,user:null}", ver.error ? `${json(ver.error)} ${describe(verEx)}` : json(ver.data));
-	report(!!sessionCookieSet(verEx), `verifyEmail sets the ${COOKIE_NAME} cookie (signed in)`, `set-cookie=${json(verEx?.setCookies.map((c) => c.name))}`);
+	if (VERIFY_SIGNS_IN) {
+		report(!!sessionCookieSet(verEx), `verifyEmail sets the ${COOKIE_NAME} cookie (signed in)`, `set-cookie=${json(verEx?.setCookies.map((c) => c.name))}`);
+	} else {
+		report(!sessionCookieSet(verEx), `verifyEmail sets no ${COOKIE_NAME} cookie (the link only verifies)`, `set-cookie=${json(verEx?.setCookies.map((c) => c.name))}`);
+		const none = await client.getSession();
+		report(!none.error && none.data === null, "getSession after verifyEmail: still signed out", json(none.error ?? none.data));
+		const back = await client.signIn.email({ email: vEmail, password });
+		report(!back.error && back.data?.user?.emailVerified === true, "sign-in after verifyEmail: the user, emailVerified true", json(back.error ?? back.data?.user));
+	}
 	const vs = await client.getSession();
 	report(vs.data?.user?.email === vEmail && vs.data?.user?.emailVerified === true, "getSession after verifyEmail: that user, emailVerified true", json(vs.error ?? vs.data?.user));
 	const verified = await client.sendVerificationEmail({ email: vEmail });

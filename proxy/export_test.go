@@ -1,0 +1,4 @@
+package proxy
+
+// IdentityHeaders is identityHeaders for the external tests.
+var IdentityHeaders = identityHeaders
