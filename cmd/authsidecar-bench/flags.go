@@ -53,7 +53,7 @@ func parseBenchFlags(args []string, stderr io.Writer) (benchOptions, error) {
 	fs.DurationVar(&o.Timeout, "timeout", 15*time.Minute, "hard limit on the whole run")
 	fs.StringVar(&o.SidecarBin, "sidecar-bin", "", "run this authsidecar binary instead of building ./cmd/authsidecar (to compare two builds, run the benchmark with each in turn)")
 	fs.BoolVar(&o.BarePool, "bare-buffer-pool", true, "give the bare proxy and the floor a ReverseProxy.BufferPool, as the sidecar has (false: stdlib defaults)")
-	fs.BoolVar(&o.Smoke, "smoke", false, "a quick check that everything works (~2 s of load, ~10 s in all): 1 run of 150ms per target, 4 connections, 6 users, 12 JWTs; PostgreSQL scenarios included when there is a PostgreSQL")
+	fs.BoolVar(&o.Smoke, "smoke", false, "a quick check that everything works (a few seconds of load): 1 run of 150ms per target, 4 connections (16 in g and g-64), 6 users, 12 JWTs; PostgreSQL scenarios included when there is a PostgreSQL")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: authsidecar-bench [flags]\n       authsidecar-bench seed -users N -db PATH\n\nflags:\n")
 		fs.PrintDefaults()
