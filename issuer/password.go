@@ -84,14 +84,19 @@ type hasher struct {
 	// lingering: a lone hash's buffer waits for the next sign-in; the
 	// collector's goal still counts it (gcfloor.Expect).
 	lingering bool
-	dead      bool // a buffer died at deadAt completed collections and may still be on the heap
+	wideEnd   time.Time // when the last burst that ran hashes side by side ended
+	dead      bool      // a buffer died at deadAt completed collections and may still be on the heap
 	deadAt    uint64
 	gen       int // bumped by each acquire: a lingering buffer's release is called off
 }
 
 // linger is how long a lone hash's buffer waits for the next sign-in: a
-// trickle of sign-ins a second apart reuses it.
-const linger = time.Second
+// trickle of sign-ins a second apart reuses it. burstTail: a hash that
+// starts within it of a burst's end belongs to the burst.
+const (
+	linger    = time.Second
+	burstTail = 50 * time.Millisecond
+)
 
 func newHasher(params ScryptParams, concurrency int) *hasher {
 	return &hasher{params: params.orDefault(), slots: newHashSlots(concurrency), linger: linger,
@@ -130,7 +135,9 @@ func (h *hasher) acquire(ctx context.Context) error {
 	h.mu.Lock()
 	h.running++
 	h.gen++
-	h.wide = h.wide || h.running > 1
+	// A hash starting right after a burst ended is its tail (a client's
+	// sign-in after its sign-up): released at once like the burst.
+	h.wide = h.wide || h.running > 1 || h.running == 1 && time.Since(h.wideEnd) < burstTail
 	reuse := h.lingering // the goal already counts the lingering buffer
 	h.lingering = false
 	h.mu.Unlock()
@@ -188,6 +195,9 @@ func (h *hasher) put() {
 	switch {
 	case !idle || h.slots.queued() > 0 && !lone:
 	case wide:
+		h.mu.Lock()
+		h.wideEnd = time.Now()
+		h.mu.Unlock()
 		h.releaseMemory()
 	default:
 		// The heap goal still counts the buffer, so the collector keeps

@@ -89,6 +89,16 @@ func TestHasherCollectsAndReleases(t *testing.T) {
 	if running != 0 || dead {
 		t.Errorf("after the burst and its release: %d running, dead buffer pending %t; want 0, false", running, dead)
 	}
+
+	// A hash right after the burst (a client's sign-in after its sign-up)
+	// is its tail: released before it returns, not left to linger.
+	before := released.Load()
+	if _, err := h.hash(ctx, "pw"); err != nil {
+		t.Fatal(err)
+	}
+	if n := released.Load(); n != before+1 {
+		t.Errorf("a hash right after a burst: released %d times when it returned, want %d", n, before+1)
+	}
 }
 
 // TestHasherMemoryBounded hashes a burst with real work buffers (16 MiB
