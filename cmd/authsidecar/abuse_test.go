@@ -147,6 +147,7 @@ func changePasswordFlood(base, cookie, ip string, conns int, stop chan struct{})
 				req, _ := http.NewRequest("POST", base+"/api/auth/change-password", strings.NewReader(`{"currentPassword":"a-wrong-guess-1","newPassword":"another-password-2"}`))
 				req.Header.Set("Content-Type", "application/json")
 				req.Header.Set("Cookie", cookie)
+				req.Header.Set("Origin", base)
 				req.Header.Set("X-Forwarded-For", ip)
 				res, err := client.Do(req)
 				if err != nil {

@@ -469,8 +469,13 @@ func TestRecoveryOutboxSurvivesRestart(t *testing.T) {
 			want["email_verification cat@example.com"] = true
 
 			// Every message queued and attempted (and failed) at least once.
+			// A claim counts as an attempt before its send fails, so the
+			// failures are waited for in the metrics too.
 			var queued map[string]outboxRow
 			waitUntil(t, "every message attempted while the receiver is down", 20*time.Second, func() bool {
+				if mailMetric(t, p, "authsidecar_mail_failed_attempts_total") < float64(len(want)) {
+					return false
+				}
 				stdout, _, err := runWithEnv(map[string]string{}, "", argv(cfg, "outbox list")...)
 				if err != nil {
 					t.Fatalf("outbox list: %v", err)
