@@ -286,6 +286,15 @@ type Proxy struct {
 	// headers. Default 60s. It does not bound streaming bodies (SSE), which
 	// may last much longer once headers are sent.
 	ResponseHeaderTimeout Duration `yaml:"response_header_timeout"`
+	// UpstreamMaxConns bounds the requests in flight to the upstream, and
+	// so the connections to it. Default 256. A response streamed for long
+	// (SSE, a long poll) holds one all along; an open WebSocket tunnel
+	// does not.
+	UpstreamMaxConns int `yaml:"upstream_max_conns"`
+	// UpstreamMaxPending bounds the requests waiting for one of those
+	// connections; one more, or one still waiting after
+	// ResponseHeaderTimeout, is answered 503 with Retry-After. Default 1024.
+	UpstreamMaxPending int `yaml:"upstream_max_pending"`
 	// TrustedProxies lists the IPs or CIDRs (e.g. "10.0.0.0/8") of proxies
 	// whose X-Forwarded-For is believed when finding the client IP for rate
 	// limits. Default empty: the TCP peer is the client, and forwarded headers
@@ -488,6 +497,8 @@ func Default() Config {
 		CORS: CORS{AllowCredentials: true, MaxAge: Duration(10 * time.Minute)},
 		Proxy: Proxy{
 			ResponseHeaderTimeout: Duration(60 * time.Second),
+			UpstreamMaxConns:      256,
+			UpstreamMaxPending:    1024,
 			TrustedProxies:        []string{},
 			AllowedHosts:          []string{},
 			StripHeaders:          []string{},

@@ -122,6 +122,8 @@ var badFiles = map[string]string{
 	// cors, proxy
 	"bad-cors-max-age.yaml":              `bad-cors-max-age.yaml:2: cors.max_age: must not be negative, got -1m`,
 	"bad-response-header-timeout.yaml":   `bad-response-header-timeout.yaml:2: proxy.response_header_timeout: must be positive, got 0s`,
+	"bad-upstream-max-conns.yaml":        `bad-upstream-max-conns.yaml:2: proxy.upstream_max_conns: must be between 1 and 65536, got 0`,
+	"bad-upstream-max-pending.yaml":      `bad-upstream-max-pending.yaml:3: proxy.upstream_max_pending: must be between 1 and 1048576, got 2000000`,
 	"bad-trusted-proxies.yaml":           `bad-trusted-proxies.yaml:4: proxy.trusted_proxies[1]: "10.0.0.300" is not an IP or CIDR (e.g. 10.0.0.0/8 or 192.0.2.1)`,
 	"bad-trusted-proxies-host-bits.yaml": `bad-trusted-proxies-host-bits.yaml:3: proxy.trusted_proxies[0]: "10.1.2.3/8" has host bits set; did you mean 10.0.0.0/8?`,
 	"bad-allowed-hosts.yaml":             `bad-allowed-hosts.yaml:3: proxy.allowed_hosts[0]: "https://app.example.com" must be a host name, optionally with :port, not a URL`,

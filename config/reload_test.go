@@ -28,6 +28,8 @@ func TestRestartKeys(t *testing.T) {
 		{"log.format", func(c *Config) { c.Log.Format = "text" }, []string{"log.format"}},
 		{"shutdown.grace", func(c *Config) { c.Shutdown.Grace = Duration(time.Second) }, []string{"shutdown.grace"}},
 		{"cache.verified_tokens", func(c *Config) { c.Cache.VerifiedTokens = 1 }, []string{"cache.verified_tokens"}},
+		{"upstream pool (one, shared across reloads)", func(c *Config) { c.Proxy.UpstreamMaxConns, c.Proxy.UpstreamMaxPending = 8, 8 },
+			[]string{"proxy.upstream_max_conns", "proxy.upstream_max_pending"}},
 		{"two, in type order", func(c *Config) { c.Metrics.Listen, c.Listen = "127.0.0.1:9091", "127.0.0.1:8081" }, []string{"listen", "metrics.listen"}},
 		{"restart key among reloadable ones", func(c *Config) {
 			c.CORS.MaxAge, c.Database.MaxConns = 0, 3

@@ -231,10 +231,24 @@ func (p *problems) routes(r Routes) {
 
 func (p *problems) proxy(x Proxy) {
 	p.positive("proxy.response_header_timeout", x.ResponseHeaderTimeout)
+	if x.UpstreamMaxConns < 1 || x.UpstreamMaxConns > maxUpstreamConns {
+		p.add("proxy.upstream_max_conns", "must be between 1 and %d, got %d", maxUpstreamConns, x.UpstreamMaxConns)
+	}
+	if x.UpstreamMaxPending < 1 || x.UpstreamMaxPending > maxUpstreamPending {
+		p.add("proxy.upstream_max_pending", "must be between 1 and %d, got %d", maxUpstreamPending, x.UpstreamMaxPending)
+	}
 	p.list("proxy.trusted_proxies", x.TrustedProxies, checkIPOrCIDR)
 	p.list("proxy.allowed_hosts", x.AllowedHosts, checkHost)
 	p.list("proxy.strip_headers", x.StripHeaders, checkStripHeader)
 }
+
+// Upstream pool bounds: each connection in use costs two goroutines and
+// its buffers (~30 KiB), each waiting request its parsed request; past
+// these the bound protects nothing.
+const (
+	maxUpstreamConns   = 65536
+	maxUpstreamPending = 1 << 20
+)
 
 // Body limits: below 1 KiB a sign-up form no longer fits; above 16 MiB one
 // request can pin real memory, and the sidecar only reads small JSON bodies.

@@ -215,7 +215,8 @@ func TestValidateReportsEveryProblem(t *testing.T) {
 		"auth.reset_token_ttl", "auth.verification_token_ttl",
 		"keys.max_age", "keys.cooldown", "keys.stale_if_error",
 		"keys.revocations_stale_if_error", "keys.revocations_url", "routes.identity_header",
-		"proxy.response_header_timeout", "limits.body_bytes", "limits.ipv6_prefix", "limits.body_read_timeout",
+		"proxy.response_header_timeout", "proxy.upstream_max_conns", "proxy.upstream_max_pending",
+		"limits.body_bytes", "limits.ipv6_prefix", "limits.body_read_timeout",
 		"email.delivery", "email.max_attempts", "revocation.poll_interval", "metrics.listen",
 		"log.format", "log.level", "shutdown.grace",
 	}

@@ -140,6 +140,13 @@ func (s *hashSlots) remove(client string, w *slotWaiter) {
 	s.turns = slices.DeleteFunc(s.turns, func(c string) bool { return c == client })
 }
 
+// queued is how many requests wait for a slot.
+func (s *hashSlots) queued() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.waiting
+}
+
 // release frees a slot, handing it straight to the oldest request of the
 // client whose turn it is, who then goes to the back of the line.
 func (s *hashSlots) release() {

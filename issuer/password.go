@@ -7,12 +7,15 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"runtime"
 	"runtime/debug"
+	rtmetrics "runtime/metrics"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/authsidecar/authsidecar/internal/scrypt"
+	"github.com/authsidecar/authsidecar/internal/gcfloor"
+	"golang.org/x/crypto/scrypt"
 	"golang.org/x/text/unicode/norm"
 )
 
@@ -38,33 +41,73 @@ var errBadHash = errors.New("malformed password hash")
 // waited for a free hashing slot. It is overload, not a failure: 503 with Retry-After.
 var errHashBusy = errors.New("password hashing: every slot busy until the request deadline")
 
-// releaseAfter is how long the hashing memory outlives the last hash: long
-// enough that a steady trickle of sign-ins reuses it, short enough that a
-// burst's memory is back with the OS within seconds.
-const releaseAfter = time.Second
-
-// hasher computes scrypt hashes in Better Auth's format, at most
-// slots.n at a time, shared fairly among clients (hashSlots). Each hash
-// needs 128*N*r bytes (32 MiB at Better Auth's cost): the hasher keeps at
-// most slots.n such buffers and reuses them, so a burst of sign-ins costs
-// exactly slots.n x 32 MiB, never a heap of discarded buffers waiting for
-// the collector (the buffers live outside the Go heap: see
-// internal/scrypt). releaseAfter past the last hash it frees them and
-// hands the heap's free pages back to the OS too, so the process returns
-// to its idle size.
+// hasher computes scrypt hashes in Better Auth's format, at most slots.n
+// at a time, shared fairly among clients (hashSlots). golang.org/x/crypto/scrypt allocates its work memory,
+// 128*N*r bytes (32 MiB at Better Auth's cost), on every call and leaves
+// it to the garbage collector, whose next cycle may be a whole heap goal
+// away: a burst of sign-ins would pile up dead buffers (150 MiB of RSS
+// after a handful). These steps keep it to one buffer per slot, and to
+// none soon after the sign-ins stop:
+//
+//   - before a hash starts, if another one ended and no collection has
+//     run since, the collector runs, so the new buffer takes the dead
+//     one's pages instead of growing the heap;
+//   - while a hash runs, the collector's goal counts its buffer
+//     (gcfloor.Expect): allocating 32 MiB on a heap whose goal is a few
+//     MiB would start a collection that frees nothing and, to scan the
+//     hashing goroutine's stack, has to stop it;
+//   - when a burst that ran hashes side by side ends (the last hash ends
+//     and none is waiting), the heap's free pages go back to the OS
+//     (debug.FreeOSMemory, a few ms) before that sign-in is answered:
+//     requests arriving right after the burst do not stack their memory
+//     on top of its buffers;
+//   - a lone hash's buffer stays for linger, still counted in the goal, for
+//     the next sign-in of a trickle to reuse (handed back at once, its
+//     8,192 pages would be faulted in again by the next one), and then
+//     goes back the same way.
 type hasher struct {
 	params ScryptParams
 	slots  *hashSlots
+	linger time.Duration
+
+	// collecting serializes the check for a dead buffer and the
+	// collection, so that two hashes starting together both wait for it.
+	collecting sync.Mutex
+	collect    func()        // runtime.GC
+	cycles     func() uint64 // collections completed so far
+	release    func()        // collects and returns free heap pages to the OS: debug.FreeOSMemory
+	releasing  sync.Mutex    // one release at a time
 
 	mu      sync.Mutex
-	free    []*scrypt.Work // at most slots.n; idle buffers
-	running int            // hashes holding a buffer
-	gen     int            // bumped by each acquire: a stale release timer does nothing
-	release func()         // returns free heap pages to the OS: debug.FreeOSMemory
+	running int  // hashes holding a slot
+	wide    bool // this burst has run more than one hash at once
+	// lingering: a lone hash's buffer waits for the next sign-in; the
+	// collector's goal still counts it (gcfloor.Expect).
+	lingering bool
+	wideEnd   time.Time // when the last burst that ran hashes side by side ended
+	dead      bool      // a buffer died at deadAt completed collections and may still be on the heap
+	deadAt    uint64
+	gen       int // bumped by each acquire: a lingering buffer's release is called off
 }
 
+// linger is how long a lone hash's buffer waits for the next sign-in: a
+// trickle of sign-ins a second apart reuses it. burstTail: a hash that
+// starts within it of a burst's end belongs to the burst.
+const (
+	linger    = time.Second
+	burstTail = 50 * time.Millisecond
+)
+
 func newHasher(params ScryptParams, concurrency int) *hasher {
-	return &hasher{params: params.orDefault(), slots: newHashSlots(concurrency), release: debug.FreeOSMemory}
+	return &hasher{params: params.orDefault(), slots: newHashSlots(concurrency), linger: linger,
+		collect: runtime.GC, cycles: gcCycles, release: debug.FreeOSMemory}
+}
+
+// gcCycles reads the number of completed collections.
+func gcCycles() uint64 {
+	s := []rtmetrics.Sample{{Name: "/gc/cycles/total:gc-cycles"}}
+	rtmetrics.Read(s)
+	return s[0].Value.Uint64()
 }
 
 // storeReserve is the part of a request's deadline that waiting for a
@@ -73,9 +116,9 @@ func newHasher(params ScryptParams, concurrency int) *hasher {
 // clear "busy" rather than a store timeout.
 const storeReserve = time.Second
 
-// acquire waits for a hashing slot, in the turn of ctx's client, and
-// hands out a buffer for it.
-func (h *hasher) acquire(ctx context.Context) (*scrypt.Work, error) {
+// acquire waits for a hashing slot, in the turn of ctx's client; put
+// gives it back.
+func (h *hasher) acquire(ctx context.Context) error {
 	var giveUp <-chan time.Time
 	if dl, ok := ctx.Deadline(); ok {
 		left := time.Until(dl)
@@ -84,53 +127,102 @@ func (h *hasher) acquire(ctx context.Context) (*scrypt.Work, error) {
 		giveUp = t.C
 	}
 	if err := h.slots.acquire(ctx, hashClient(ctx), giveUp); err != nil {
-		return nil, err
+		return err
+	}
+	if h.bufBytes() < bigBuffer {
+		return nil
 	}
 	h.mu.Lock()
 	h.running++
 	h.gen++
-	var w *scrypt.Work
-	if n := len(h.free); n > 0 {
-		w, h.free = h.free[n-1], h.free[:n-1]
-	}
+	// A hash starting right after a burst ended is its tail (a client's
+	// sign-in after its sign-up): released at once like the burst.
+	h.wide = h.wide || h.running > 1 || h.running == 1 && time.Since(h.wideEnd) < burstTail
+	reuse := h.lingering // the goal already counts the lingering buffer
+	h.lingering = false
 	h.mu.Unlock()
-	if w == nil {
-		var err error
-		if w, err = scrypt.NewWork(h.params.N, h.params.R); err != nil {
-			h.put(nil)
-			return nil, fmt.Errorf("scrypt: %w", err)
-		}
+	h.collecting.Lock()
+	defer h.collecting.Unlock()
+	h.mu.Lock()
+	// A collection that started after the buffer died has freed it: the
+	// one under way when it died may not have (cycles counts completed
+	// ones), the one after it has.
+	stale := h.dead && h.cycles() < h.deadAt+2
+	h.dead = false
+	h.mu.Unlock()
+	if stale {
+		h.collect()
 	}
-	return w, nil
+	if !reuse {
+		gcfloor.Expect(h.bufBytes(), true)
+	}
+	return nil
 }
 
-// put gives a buffer back and frees the slot. The last hash to end arms the
-// release of every buffer.
-func (h *hasher) put(w *scrypt.Work) {
-	h.mu.Lock()
-	if w != nil {
-		h.free = append(h.free, w)
-	}
-	h.running--
-	if h.running == 0 {
-		gen := h.gen
-		time.AfterFunc(releaseAfter, func() { h.drop(gen) })
-	}
-	h.mu.Unlock()
-	h.slots.release()
-}
+// bufBytes is one hash's work memory: 128 x N x r.
+func (h *hasher) bufBytes() int64 { return 128 * int64(h.params.N) * int64(h.params.R) }
 
-// drop lets the buffers go if no hash started since the timer was armed.
-func (h *hasher) drop(gen int) {
-	h.mu.Lock()
-	if h.running > 0 || h.gen != gen || len(h.free) == 0 {
-		h.mu.Unlock()
+// bigBuffer: below the runtime's smallest heap goal (4 MiB), a hash's
+// buffer is ordinary garbage the collector's pace handles (the cheap
+// costs tests use); the steps above are for Better Auth's 32 MiB.
+const bigBuffer = 4 << 20
+
+// put frees the slot. The end of a burst that ran hashes side by side
+// hands the memory back before its answer goes out, so whatever the
+// client sends next meets a process back at its idle size; a lone hash's
+// buffer lingers for the next sign-in.
+func (h *hasher) put() {
+	if h.bufBytes() < bigBuffer {
+		h.slots.release()
 		return
 	}
-	for _, w := range h.free {
-		w.Free()
+	h.mu.Lock()
+	h.running--
+	h.dead, h.deadAt = true, h.cycles()
+	idle, wide, gen := h.running == 0, h.wide, h.gen
+	lone := idle && !wide
+	if idle {
+		h.wide = false
 	}
-	h.free = nil
+	h.lingering = lone
+	h.mu.Unlock()
+	if !lone {
+		// Within a burst the next hash collects before it starts, and
+		// retunes; at its end the goal comes down at once.
+		gcfloor.Expect(-h.bufBytes(), idle)
+	}
+	h.slots.release()
+	switch {
+	case !idle || h.slots.queued() > 0 && !lone:
+	case wide:
+		h.mu.Lock()
+		h.wideEnd = time.Now()
+		h.mu.Unlock()
+		h.releaseMemory()
+	default:
+		// The heap goal still counts the buffer, so the collector keeps
+		// its pages (and the runtime does not hand them back) for the next
+		// sign-in; the requests meanwhile may use them as headroom.
+		time.AfterFunc(h.linger, func() {
+			h.mu.Lock()
+			still := h.gen == gen && h.lingering
+			h.lingering = h.lingering && !still
+			h.mu.Unlock()
+			if still {
+				gcfloor.Expect(-h.bufBytes(), true)
+				h.releaseMemory()
+			}
+		})
+	}
+}
+
+// releaseMemory collects the dead buffers and returns the heap's free
+// pages to the OS.
+func (h *hasher) releaseMemory() {
+	h.releasing.Lock()
+	defer h.releasing.Unlock()
+	h.mu.Lock()
+	h.dead = false
 	h.mu.Unlock()
 	h.release()
 }
@@ -138,12 +230,11 @@ func (h *hasher) drop(gen int) {
 // derive is Better Auth's recipe: the salt is the 32-char hex string used
 // as bytes (not hex-decoded) and the password is NFKC-normalized.
 func (h *hasher) derive(ctx context.Context, password, saltHex string) ([]byte, error) {
-	w, err := h.acquire(ctx)
-	if err != nil {
+	if err := h.acquire(ctx); err != nil {
 		return nil, err
 	}
-	defer h.put(w)
-	key, err := scrypt.Key(w, []byte(norm.NFKC.String(password)), []byte(saltHex), h.params.N, h.params.R, h.params.P, scryptKeyLen)
+	defer h.put()
+	key, err := scrypt.Key([]byte(norm.NFKC.String(password)), []byte(saltHex), h.params.N, h.params.R, h.params.P, scryptKeyLen)
 	if err != nil {
 		return nil, fmt.Errorf("scrypt: %w", err)
 	}

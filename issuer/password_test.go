@@ -4,62 +4,157 @@ import (
 	"context"
 	"errors"
 	"net/http/httptest"
+	"runtime"
+	rtmetrics "runtime/metrics"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 )
 
-// TestHasherReusesAndReleasesMemory: however many hashes run, at most
-// cap(sem) work buffers exist; they are reused, and releaseAfter past the
-// last hash they are freed and the heap handed back to the OS once.
-func TestHasherReusesAndReleasesMemory(t *testing.T) {
-	h := newHasher(ScryptParams{N: 1024, R: 8, P: 1}, 2)
-	var released atomic.Int32
+// TestHasherCollectsAndReleases: a hash that starts after another ended
+// collects first unless a collection has run since (the dead buffer's pages
+// are reused rather than the heap grown); a burst that ran hashes side by
+// side hands the memory back to the OS before its last hash returns; a
+// lone hash's buffer lingers for the next one, then goes back too.
+func TestHasherCollectsAndReleases(t *testing.T) {
+	h := newHasher(ScryptParams{N: 4096, R: 8, P: 1}, 2) // 4 MiB: the smallest buffer the steps are for
+	h.linger = 50 * time.Millisecond
+	var collected, released atomic.Int32
+	var cycles atomic.Uint64
+	h.collect = func() { collected.Add(1); cycles.Add(2) }
+	h.cycles = cycles.Load
 	h.release = func() { released.Add(1) }
 	ctx := context.Background()
-
-	var wg sync.WaitGroup
-	for range 40 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if _, err := h.hash(ctx, "correct-horse-battery"); err != nil {
-				t.Error(err)
-			}
-		}()
-	}
-	wg.Wait()
-	h.mu.Lock()
-	buffers, running := len(h.free), h.running
-	h.mu.Unlock()
-	if buffers < 1 || buffers > 2 || running != 0 {
-		t.Fatalf("after 40 hashes with 2 slots: %d idle buffers, %d running; want 1 or 2 and 0", buffers, running)
-	}
-	if n := released.Load(); n != 0 {
-		t.Errorf("memory released %d times before releaseAfter passed", n)
-	}
-	deadline := time.Now().Add(releaseAfter + 5*time.Second)
-	for released.Load() == 0 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	h.mu.Lock()
-	buffers = len(h.free)
-	h.mu.Unlock()
-	if released.Load() != 1 || buffers != 0 {
-		t.Fatalf("after the idle delay: released %d times, %d buffers kept; want 1 and 0", released.Load(), buffers)
+	waitReleased := func(want int32) {
+		t.Helper()
+		for deadline := time.Now().Add(5 * time.Second); released.Load() < want && time.Now().Before(deadline); {
+			time.Sleep(time.Millisecond)
+		}
+		if n := released.Load(); n != want {
+			t.Fatalf("released %d times, want %d", n, want)
+		}
 	}
 
-	// A hash after the release works (fresh buffer), and the answer is the
-	// same as with a reused one.
+	// A trickle: the second hash reuses the first's buffer (one
+	// collection, no release between); the release comes linger after
+	// the last.
 	stored, err := h.hash(ctx, "pw-one")
 	if err != nil {
 		t.Fatal(err)
 	}
-	for range 3 {
-		if ok, err := h.verify(ctx, "pw-one", stored); err != nil || !ok {
-			t.Fatalf("verify with a reused buffer: %t %v", ok, err)
+	if ok, err := h.verify(ctx, "pw-one", stored); err != nil || !ok {
+		t.Fatalf("verify: %t %v", ok, err)
+	}
+	if c, r := collected.Load(), released.Load(); c != 1 || r != 0 {
+		t.Errorf("two hashes in a row: collected %d, released %d; want 1 and 0", c, r)
+	}
+	waitReleased(1)
+
+	// A collection that ran after the buffer died has freed it already.
+	if _, err := h.hash(ctx, "pw"); err != nil {
+		t.Fatal(err)
+	}
+	cycles.Add(2)
+	collected.Store(0)
+	if _, err := h.hash(ctx, "pw"); err != nil {
+		t.Fatal(err)
+	}
+	if n := collected.Load(); n != 0 {
+		t.Errorf("a collection ran since the buffer died: collected %d more, want 0", n)
+	}
+	waitReleased(2)
+
+	// A burst side by side: released before the last hash returns.
+	collected.Store(0)
+	var wg sync.WaitGroup
+	const burst = 40
+	for range burst {
+		wg.Go(func() {
+			if _, err := h.hash(ctx, "correct-horse-battery"); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	if n := released.Load(); n < 3 {
+		t.Errorf("after a burst of %d on 2 slots: released %d times in all, want the burst's release done (3)", burst, n)
+	}
+	if n := collected.Load(); n < 1 || n > burst {
+		t.Errorf("a burst of %d hashes on 2 slots collected %d times, want 1..%d", burst, n, burst)
+	}
+	h.mu.Lock()
+	running, dead := h.running, h.dead
+	h.mu.Unlock()
+	if running != 0 || dead {
+		t.Errorf("after the burst and its release: %d running, dead buffer pending %t; want 0, false", running, dead)
+	}
+
+	// A hash right after the burst (a client's sign-in after its sign-up)
+	// is its tail: released before it returns, not left to linger.
+	before := released.Load()
+	if _, err := h.hash(ctx, "pw"); err != nil {
+		t.Fatal(err)
+	}
+	if n := released.Load(); n != before+1 {
+		t.Errorf("a hash right after a burst: released %d times when it returned, want %d", n, before+1)
+	}
+}
+
+// TestHasherMemoryBounded hashes a burst with real work buffers (16 MiB
+// each) on 2 slots and watches the heap's objects, live and dead not yet
+// swept: with the collection before each hash it stays within the two
+// buffers in use and some slack; left to the collector's pace, dead
+// buffers would pile up to its goal (twice the live heap).
+func TestHasherMemoryBounded(t *testing.T) {
+	if testing.Short() {
+		t.Skip("hashes with 16 MiB buffers")
+	}
+	const (
+		mib     = 1 << 20
+		bufMiB  = 16 // 128 x N x r
+		slots   = 2
+		slack   = 8 // MiB: the test's own heap, and sampling between a GC's end and its sweep
+		hashes  = 8
+		objects = "/memory/classes/heap/objects:bytes"
+	)
+	runtime.GC()
+	h := newHasher(ScryptParams{N: 16384, R: 8, P: 1}, slots)
+	h.release = func() {} // the heap's objects are what is measured, not RSS
+	sample := []rtmetrics.Sample{{Name: objects}}
+	rtmetrics.Read(sample)
+	base := sample[0].Value.Uint64()
+	stop := make(chan struct{})
+	peak := make(chan uint64)
+	go func() {
+		var top uint64
+		s := []rtmetrics.Sample{{Name: objects}}
+		for {
+			rtmetrics.Read(s)
+			top = max(top, s[0].Value.Uint64())
+			select {
+			case <-stop:
+				peak <- top
+				return
+			case <-time.After(200 * time.Microsecond):
+			}
 		}
+	}()
+	var wg sync.WaitGroup
+	for range hashes {
+		wg.Go(func() {
+			if _, err := h.hash(context.Background(), "correct-horse-battery"); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	close(stop)
+	top := <-peak
+	grew := float64(top-min(top, base)) / mib
+	t.Logf("%d hashes on %d slots: heap objects peaked %.1f MiB above the start", hashes, slots, grew)
+	if grew > slots*bufMiB+slack {
+		t.Errorf("heap objects grew by %.1f MiB during the burst, want at most %d x %d + %d MiB", grew, slots, bufMiB, slack)
 	}
 }
 

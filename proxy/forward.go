@@ -12,21 +12,14 @@ import (
 	"time"
 )
 
-// NewTransport returns the transport a Proxy makes when Options.Transport
-// is zero. Proxies built one after another for the same upstream (a
-// config reload) share one, so they share its pool of upstream
-// connections instead of each opening its own.
-func NewTransport(responseHeaderTimeout time.Duration) *http.Transport {
-	return newTransport(responseHeaderTimeout)
-}
-
-// newTransport clones the default transport and sizes its idle pool for a
-// sidecar that sends everything to one host. ResponseHeaderTimeout bounds
+// newTransport clones the default transport for a sidecar that sends
+// everything to one host: idle connections kept up to the bound on those
+// in use, so a steady load never re-dials. ResponseHeaderTimeout bounds
 // only the wait for headers, so long streams are not cut.
-func newTransport(responseHeaderTimeout time.Duration) *http.Transport {
+func newTransport(responseHeaderTimeout time.Duration, maxConns int) *http.Transport {
 	t := http.DefaultTransport.(*http.Transport).Clone()
-	t.MaxIdleConns = 1024
-	t.MaxIdleConnsPerHost = 512
+	t.MaxIdleConns = maxConns
+	t.MaxIdleConnsPerHost = maxConns
 	t.IdleConnTimeout = 90 * time.Second
 	t.ResponseHeaderTimeout = responseHeaderTimeout
 	// The upstream's encoding passes through untouched.
@@ -137,6 +130,7 @@ const (
 	upstreamCanceled    = "canceled"
 	upstreamTimeout     = "timeout"
 	upstreamUnreachable = "unreachable"
+	upstreamBusy        = "busy" // every connection in use and the queue for one full
 )
 
 // upstreamError answers 502 when the upstream cannot be reached and 504
@@ -146,6 +140,13 @@ func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error)
 		// The client went away; nobody reads this answer.
 		p.o.Metrics.upstreamError(upstreamCanceled)
 		w.WriteHeader(499)
+		return
+	}
+	if errors.Is(err, errUpstreamBusy) {
+		p.o.Metrics.upstreamError(upstreamBusy)
+		p.log.Warn("upstream busy", "error", err.Error())
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusServiceUnavailable, "SERVICE_UNAVAILABLE", "Upstream busy")
 		return
 	}
 	var ne net.Error

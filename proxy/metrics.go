@@ -43,7 +43,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "authsidecar_auth_failures_total", Help: "Refused requests by route class and reason.",
 		}, []string{"class", "reason"}),
 		upstreamErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "authsidecar_upstream_errors_total", Help: "Failed upstream round trips by kind (unreachable, timeout, canceled).",
+			Name: "authsidecar_upstream_errors_total", Help: "Failed upstream round trips by kind (unreachable, timeout, canceled, busy: every connection in use and the queue for one full).",
 		}, []string{"kind"}),
 		refreshes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "authsidecar_keyset_refreshes_total", Help: "Key set refreshes by trigger (boot, max_age, unknown_kid, issuer, retry) and result (ok, error, skipped_cooldown).",
@@ -65,7 +65,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			m.failures.WithLabelValues(class, reason)
 		}
 	}
-	for _, kind := range []string{upstreamUnreachable, upstreamTimeout, upstreamCanceled} {
+	for _, kind := range []string{upstreamUnreachable, upstreamTimeout, upstreamCanceled, upstreamBusy} {
 		m.upstreamErrors.WithLabelValues(kind)
 	}
 	for _, tr := range refreshResults {

@@ -78,8 +78,8 @@ type Options struct {
 	// StoreTimeout bounds the database work of one auth, cookie-only or
 	// admin request: a stuck database answers 503, never hangs. Zero: 5s.
 	StoreTimeout time.Duration
-	// Transport sends requests upstream. Zero: a tuned clone of
-	// http.DefaultTransport.
+	// Transport sends requests upstream. Zero: NewUpstream with the
+	// default bounds.
 	Transport http.RoundTripper
 	// TrustedProxies may send X-Forwarded-For/Host/Proto, which are then
 	// extended instead of replaced. Zero: none (the client's own are
@@ -136,7 +136,7 @@ func New(o Options) (*Proxy, error) {
 		o.Logger = slog.Default()
 	}
 	if o.Transport == nil {
-		o.Transport = newTransport(o.ResponseHeaderTimeout)
+		o.Transport = NewUpstream(UpstreamOptions{ResponseHeaderTimeout: o.ResponseHeaderTimeout})
 	}
 	p := &Proxy{
 		o:        o,

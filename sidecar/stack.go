@@ -127,8 +127,11 @@ func buildStack(ctx context.Context, cfg config.Config, secret config.Secret, db
 	}
 	st := &stack{
 		secret: secret, db: db, lg: lg, metrics: proxy.NewMetrics(reg), upstream: upstream,
-		transport: proxy.NewTransport(cfg.Proxy.ResponseHeaderTimeout.D()),
-		getenv:    getenv, idpm: idp.NewMetrics(reg),
+		transport: proxy.NewUpstream(proxy.UpstreamOptions{
+			ResponseHeaderTimeout: cfg.Proxy.ResponseHeaderTimeout.D(),
+			MaxConns:              cfg.Proxy.UpstreamMaxConns, MaxPending: cfg.Proxy.UpstreamMaxPending,
+		}),
+		getenv: getenv, idpm: idp.NewMetrics(reg),
 	}
 	// Identity providers read nothing here: discovery and keys come in
 	// the background, so a provider that is down delays no start.

@@ -20,6 +20,7 @@ type target struct {
 	name string // "bare", "floor" or "sidecar"
 	addr string
 	pid  int
+	proc *child // nil for a sidecar (its *sidecar stops it)
 }
 
 // bench holds what every scenario uses.
@@ -44,6 +45,7 @@ type bench struct {
 	pgSkip   string    // why e-pg and f-pg are skipped ("": they run)
 	report   *report
 	peakNote bool // resetPeakRSS failed once: peaks are process-lifetime
+	burstSeq int  // numbers the memory scenarios' sign-in bursts (fresh emails each)
 }
 
 func runBench(ctx context.Context, o benchOptions, stdout, stderr io.Writer) error {
@@ -118,10 +120,12 @@ func runBench(ctx context.Context, o benchOptions, stdout, stderr io.Writer) err
 // start builds the sidecar, starts the upstream and the bare proxy, and
 // prepares the users on a sidecar used for setup only.
 func (b *bench) start(ctx context.Context) error {
-	b.logf("building ./cmd/authsidecar")
 	var err error
-	if b.bin, err = buildSidecar(ctx, b.dir); err != nil {
-		return err
+	if b.bin = b.o.SidecarBin; b.bin == "" {
+		b.logf("building ./cmd/authsidecar")
+		if b.bin, err = buildSidecar(ctx, b.dir); err != nil {
+			return err
+		}
 	}
 	self, err := os.Executable()
 	if err != nil {
@@ -134,15 +138,9 @@ func (b *bench) start(ctx context.Context) error {
 	}
 	b.procs.add(up)
 	b.upstream, b.upPID = "http://"+upAddr, up.pid()
-	bareProc, bareAddr, err := startChild(ctx, childSpec{name: "bare", path: self,
-		args: []string{"bare", "-listen", "127.0.0.1:0", "-upstream", b.upstream, "-idle", strconv.Itoa(max(1024, 2*b.o.Connections)),
-			"-buffer-pool=" + strconv.FormatBool(b.o.BarePool)},
-		log: filepath.Join(b.dir, "bare.log"), announce: true})
-	if err != nil {
+	if b.bare, err = b.startBare(ctx, "bare"); err != nil {
 		return err
 	}
-	b.procs.add(bareProc)
-	b.bare = target{name: "bare", addr: bareAddr, pid: bareProc.pid()}
 
 	b.db, b.secret = filepath.Join(b.dir, "authsidecar.db"), newSecret()
 	seeded := 0
@@ -158,7 +156,7 @@ func (b *bench) start(ctx context.Context) error {
 			return err
 		}
 	}
-	b.logf("starting a sidecar for setup (upstream %s, bare proxy %s)", upAddr, bareAddr)
+	b.logf("starting a sidecar for setup (upstream %s, bare proxy %s)", upAddr, b.bare.addr)
 	sc, err := b.startSidecar(ctx, sidecarConfig{name: "setup", access: true})
 	if err != nil {
 		return err
@@ -189,6 +187,24 @@ func (b *bench) start(ctx context.Context) error {
 		return b.startFloor(ctx, self, sc.addr)
 	}
 	return nil
+}
+
+// startBare starts a bare proxy in front of the upstream; name names its
+// log file. It is stopped with the benchmark's other children.
+func (b *bench) startBare(ctx context.Context, name string) (target, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return target{}, err
+	}
+	proc, addr, err := startChild(ctx, childSpec{name: name, path: self,
+		args: []string{"bare", "-listen", "127.0.0.1:0", "-upstream", b.upstream, "-idle", strconv.Itoa(max(1024, 2*b.o.Connections)),
+			"-buffer-pool=" + strconv.FormatBool(b.o.BarePool)},
+		log: filepath.Join(b.dir, name+".log"), announce: true})
+	if err != nil {
+		return target{}, err
+	}
+	b.procs.add(proc)
+	return target{name: "bare", addr: addr, pid: proc.pid(), proc: proc}, nil
 }
 
 // startFloor starts the floor while the setup sidecar at scAddr runs: it
@@ -251,6 +267,12 @@ func (b *bench) settle() time.Duration {
 
 // conns is a scenario's number of connections.
 func (b *bench) conns(sd scenarioDef) int {
+	if sd.conns > 0 {
+		if b.o.Smoke { // a smoke run checks that it works, quickly
+			return min(sd.conns, 4*b.o.Connections)
+		}
+		return sd.conns
+	}
 	if sd.maxConns > 0 {
 		return min(b.o.Connections, sd.maxConns)
 	}
@@ -258,6 +280,9 @@ func (b *bench) conns(sd scenarioDef) int {
 }
 
 func (b *bench) runScenario(ctx context.Context, d scenarioDef) (scenarioReport, error) {
+	if d.memory {
+		return b.runMemory(ctx, d)
+	}
 	dur := time.Duration(float64(b.o.Duration) * d.weight)
 	sr := scenarioReport{Key: string(d.key), Label: d.label, Baseline: d.bare, Seconds: dur.Seconds(), Connections: b.conns(d)}
 	if d.effect {
@@ -405,6 +430,13 @@ func (b *bench) measure(ctx context.Context, d scenarioDef, fx *fixtures, t targ
 		return runStats{}, ctx.Err()
 	case <-time.After(b.settle()):
 	}
+	var burst burstStats
+	if d.memory {
+		var err error
+		if burst, err = b.signInBurst(ctx, t); err != nil {
+			return runStats{}, fmt.Errorf("%s: sign-in burst: %w", t.name, err)
+		}
+	}
 	if err := resetPeakRSS(t.pid); err != nil {
 		b.peakNote = true
 	}
@@ -487,6 +519,9 @@ func (b *bench) measure(ctx context.Context, d scenarioDef, fx *fixtures, t targ
 		RSSMiB:      float64(rss) / 1024,
 		PeakMiB:     float64(hwm) / 1024,
 		FirstError:  res.firstErr,
+
+		LoadStartMiB: burst.startMiB,
+		BurstPeakMiB: burst.peakMiB,
 	}
 	if d.postgres && dbErr == nil && db1 >= db0 {
 		rs.DBCPUusPerReq = perReq(db1 - db0)

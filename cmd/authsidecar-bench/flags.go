@@ -28,7 +28,8 @@ type benchOptions struct {
 	Keep        bool          // keep the temporary directory (logs, config)
 	Timeout     time.Duration // hard limit on the whole run
 	Smoke       bool
-	BarePool    bool // the bare proxy and the floor recycle their copy buffers
+	BarePool    bool   // the bare proxy and the floor recycle their copy buffers
+	SidecarBin  string // a prebuilt authsidecar binary ("": build ./cmd/authsidecar)
 }
 
 func parseBenchFlags(args []string, stderr io.Writer) (benchOptions, error) {
@@ -49,9 +50,10 @@ func parseBenchFlags(args []string, stderr io.Writer) (benchOptions, error) {
 	fs.StringVar(&o.DB, "db", "", "run the sidecar on this database (made by the seed command) instead of a fresh one")
 	fs.StringVar(&o.DatabaseURL, "database-url", os.Getenv(envDatabaseURL), "PostgreSQL server for e-pg and f-pg, postgres://user:password@host:5432/db, as a user allowed to CREATE DATABASE: the benchmark creates a database of its own there and drops it at the end (default $"+envDatabaseURL+"; empty: a throwaway cluster from Debian's binaries)")
 	fs.BoolVar(&o.Keep, "keep", false, "keep the temporary directory (sidecar logs, config) and print its path")
-	fs.DurationVar(&o.Timeout, "timeout", 10*time.Minute, "hard limit on the whole run")
+	fs.DurationVar(&o.Timeout, "timeout", 15*time.Minute, "hard limit on the whole run")
+	fs.StringVar(&o.SidecarBin, "sidecar-bin", "", "run this authsidecar binary instead of building ./cmd/authsidecar (to compare two builds, run the benchmark with each in turn)")
 	fs.BoolVar(&o.BarePool, "bare-buffer-pool", true, "give the bare proxy and the floor a ReverseProxy.BufferPool, as the sidecar has (false: stdlib defaults)")
-	fs.BoolVar(&o.Smoke, "smoke", false, "a quick check that everything works (~2 s of load, ~10 s in all): 1 run of 150ms per target, 4 connections, 6 users, 12 JWTs; PostgreSQL scenarios included when there is a PostgreSQL")
+	fs.BoolVar(&o.Smoke, "smoke", false, "a quick check that everything works (a few seconds of load): 1 run of 150ms per target, 4 connections (16 in g and g-64), 6 users, 12 JWTs; PostgreSQL scenarios included when there is a PostgreSQL")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: authsidecar-bench [flags]\n       authsidecar-bench seed -users N -db PATH\n\nflags:\n")
 		fs.PrintDefaults()
@@ -108,6 +110,11 @@ func parseBenchFlags(args []string, stderr io.Writer) (benchOptions, error) {
 	}
 	if o.DB != "" {
 		if o.DB, err = filepath.Abs(o.DB); err != nil {
+			return o, err
+		}
+	}
+	if o.SidecarBin != "" {
+		if o.SidecarBin, err = filepath.Abs(o.SidecarBin); err != nil {
 			return o, err
 		}
 	}

@@ -23,6 +23,8 @@ const (
 	scenSignInPG      scenarioKey = "f-pg"       // sign-in alone, on PostgreSQL
 	scenRevocations   scenarioKey = "a-rev1m"    // a, with a million revocations held
 	scenEffect        scenarioKey = "r"          // revocation time to effect, no load
+	scenMemory        scenarioKey = "g"          // 1,000 connections right after sign-ins: memory
+	scenMemory64      scenarioKey = "g-64"       // the same with 64 connections
 )
 
 // scenarioDef is a scenario's fixed description.
@@ -52,6 +54,12 @@ type scenarioDef struct {
 	// effect: no load; the time a sign-out takes to be refused
 	// (revocation.go).
 	effect bool
+	// memory: each run is on a fresh bare proxy and a fresh sidecar,
+	// which first answer a burst of sign-ups and sign-ins; the load, on
+	// conns connections, starts as soon as the last one is answered, and
+	// the peak RSS is the load's (memory.go).
+	memory bool
+	conns  int // fixed number of connections (0: -connections)
 }
 
 // stream is the scenario whose requests d sends.
@@ -82,6 +90,10 @@ var scenarioDefs = []scenarioDef{
 	{key: scenSignIn, label: "f: sign-in alone, scrypt (no baseline)", weight: 0.5, maxConns: signInConns},
 	{key: scenRevocations, label: "a-rev1m: business GET, 1,000,000 revocations held", weight: 1, bare: true, requests: scenBusiness, revocations: true},
 	{key: scenEffect, label: "r: revocation time to effect: sign-out to 401 on the same sidecar and on a verifier (no load)", effect: true},
+	{key: scenMemory64, label: "g-64: business GET on 64 connections right after 10 sign-ups + 10 sign-ins (fresh processes)", weight: 4, bare: true,
+		requests: scenBusiness, memory: true, conns: 64},
+	{key: scenMemory, label: "g: business GET on 1,000 connections right after 10 sign-ups + 10 sign-ins (fresh processes)", weight: 4, bare: true,
+		requests: scenBusiness, memory: true, conns: 1000},
 	{key: scenSessionPG, label: "e-pg: get-session alone, PostgreSQL (no baseline)", weight: 0.5, requests: scenSession, postgres: true},
 	{key: scenSignInPG, label: "f-pg: sign-in alone, scrypt, PostgreSQL (no baseline)", weight: 0.5, maxConns: signInConns,
 		requests: scenSignIn, postgres: true},

@@ -30,8 +30,9 @@ const minHeap = 4 << 20
 
 // Floor is a running tuner; Stop ends it.
 type Floor struct {
-	floor   uint64
-	percent atomic.Int64 // the GOGC last set, for tests
+	floor    uint64
+	percent  atomic.Int64 // the GOGC last set, for tests
+	expected atomic.Int64 // bytes announced by Expect
 
 	mu      sync.Mutex // orders tune against Stop
 	stopped bool
@@ -40,8 +41,27 @@ type Floor struct {
 }
 
 // active makes Start a no-op while another Floor runs: GOGC is one
-// setting per process.
-var active atomic.Bool
+// setting per process. current is that Floor, for Expect.
+var (
+	active  atomic.Bool
+	current atomic.Pointer[Floor]
+)
+
+// Expect tells the running Floor, if any, that n bytes of short-lived heap
+// are about to be allocated (negative n: they are garbage now), and
+// retunes at once when retune is set. A password hash's 32 MiB of work
+// memory, allocated on a heap whose goal is a few MiB, would otherwise
+// start a collection that can free nothing, while the hash runs (which
+// makes it slow: the hashing goroutine must be stopped to scan its
+// stack); with the goal raised by n, it does not.
+func Expect(n int64, retune bool) {
+	if f := current.Load(); f != nil {
+		f.expected.Add(n)
+		if retune {
+			f.tune()
+		}
+	}
+}
 
 // Start keeps the heap goal at least floor bytes until Stop. It returns
 // nil and does nothing when GOGC is set in the environment (an operator
@@ -56,6 +76,7 @@ func Start(floor uint64) *Floor {
 	f.prior = debug.SetGCPercent(100)
 	f.tune()
 	f.arm()
+	current.Store(f)
 	return f
 }
 
@@ -71,6 +92,7 @@ func (f *Floor) Stop() {
 	defer f.mu.Unlock()
 	if !f.stopped {
 		f.stopped = true
+		current.CompareAndSwap(f, nil)
 		debug.SetGCPercent(f.prior)
 		active.Store(false)
 	}
@@ -120,6 +142,12 @@ func (f *Floor) tune() bool {
 			percent = min(percent, int(f.floor*100/live)-100)
 		}
 		percent = max(100, percent)
+	}
+	if exp := f.expected.Load(); exp > 0 && live > 0 {
+		// The goal that percent gives, raised by what Expect announced.
+		goal := max(live*uint64(100+percent)/100, minHeap*uint64(percent)/100) + uint64(exp)
+		raised := min(int(goal*100/live)-100, int(goal*100/minHeap))
+		percent = max(percent, raised)
 	}
 	// Setting GOGC recomputes the goal; skip it when the value moves by
 	// less than a tenth. Going back to 100 is always done.

@@ -3,6 +3,7 @@ package gcfloor
 import (
 	"runtime"
 	"runtime/debug"
+	"runtime/metrics"
 	"testing"
 	"time"
 )
@@ -124,4 +125,39 @@ func TestFloorWithMemoryLimit(t *testing.T) {
 		t.Fatal("Start returned nil with GOMEMLIMIT set")
 	}
 	f.Stop()
+}
+
+// Expect raises the heap goal by what it announces and takes it back:
+// allocating a password hash's work memory does not start a collection
+// that could free nothing.
+func TestExpectRaisesTheGoal(t *testing.T) {
+	t.Setenv("GOGC", "")
+	f := Start(16 << 20)
+	if f == nil {
+		t.Fatal("Start returned nil with GOGC unset")
+	}
+	defer f.Stop()
+	runtime.GC()
+	waitPercent(f, func(p int) bool { return p > 100 })
+	goal := func() uint64 {
+		s := []metrics.Sample{{Name: "/gc/heap/goal:bytes"}}
+		metrics.Read(s)
+		return s[0].Value.Uint64()
+	}
+	const n = 64 << 20
+	before := goal()
+	Expect(n, true)
+	raised := goal()
+	Expect(-n, true)
+	after := goal()
+	t.Logf("heap goal %.1f MiB, %.1f MiB with %d MiB expected, %.1f MiB after", float64(before)/(1<<20), float64(raised)/(1<<20), n>>20, float64(after)/(1<<20))
+	if raised < before+n*9/10 {
+		t.Errorf("goal with %d MiB expected: got %d, want at least %d", n>>20, raised, before+n*9/10)
+	}
+	if after > before+before/10 {
+		t.Errorf("goal after the memory is gone: got %d, want about %d", after, before)
+	}
+	Expect(n, false) // no Floor after Stop: nothing to tune, no panic
+	f.Stop()
+	Expect(-n, true)
 }
