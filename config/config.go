@@ -15,8 +15,6 @@
 // exactly the defaults; a test keeps it that way.
 package config
 
-import "time"
-
 // Config is the whole configuration. Build one with [Default] (then change
 // fields) or with [Load]/[Parse]; the zero Config is not valid.
 type Config struct {
@@ -322,79 +320,6 @@ type Proxy struct {
 	ForwardAuthorization bool `yaml:"forward_authorization"`
 }
 
-// Email configures how password-reset and verification mails are
-// delivered. Mails are queued in the database with their token and sent by
-// a background worker with retries, so none is lost to a crash.
-type Email struct {
-	// Delivery is "off" (default: the mail endpoints answer 400), "smtp",
-	// "webhook" (POST the message to the application, which mails it) or
-	// "log" (write the message and its link to the log; development only).
-	Delivery Delivery `yaml:"delivery"`
-	// From is the sender address of SMTP mails, like
-	// "Example <no-reply@example.com>". Required for smtp.
-	From string `yaml:"from"`
-	// MaxAttempts is how many deliveries of one message are tried before it
-	// is marked dead (counted at each claim, so a try that kills the process
-	// counts too; see "authsidecar outbox"). Default 10, between 1 and 100.
-	// Retries back off exponentially from 5s to 1h.
-	MaxAttempts int     `yaml:"max_attempts"`
-	SMTP        SMTP    `yaml:"smtp"`
-	Webhook     Webhook `yaml:"webhook"`
-	// Templates override the built-in mails, per message type.
-	Templates EmailTemplates `yaml:"templates"`
-}
-
-// SMTP configures delivery to a mail server.
-type SMTP struct {
-	// Addr is the server's host:port. Required for smtp.
-	Addr string `yaml:"addr"`
-	// Username enables AUTH (PLAIN, over TLS) when not empty.
-	Username string `yaml:"username"`
-	// PasswordEnv names the environment variable holding the password.
-	// Default "SMTP_PASSWORD"; read only when Username is set.
-	PasswordEnv string `yaml:"password_env"`
-	// TLS is "starttls" (default; the server must offer it), "implicit"
-	// (TLS from the first byte, port 465) or "none" (only to a loopback
-	// address: mails carry working links).
-	TLS SMTPTLS `yaml:"tls"`
-	// CAFile is a PEM bundle of the CAs trusted for the server's
-	// certificate, instead of the system roots (a private relay's CA).
-	// Default empty: the system roots.
-	CAFile string `yaml:"ca_file"`
-}
-
-// Webhook configures delivery by HTTP POST to the application.
-type Webhook struct {
-	// URL receives each message as signed JSON (Standard Webhooks). https,
-	// or http only to a loopback address. Required for webhook.
-	URL string `yaml:"url"`
-	// SecretEnv names the environment variable holding the signing secret
-	// in its "whsec_<base64>" form. Default "EMAIL_WEBHOOK_SECRET".
-	SecretEnv string `yaml:"secret_env"`
-	// Timeout bounds one delivery attempt. Default 10s, at most 30s.
-	Timeout Duration `yaml:"timeout"`
-}
-
-// EmailTemplates names files that replace the built-in mail templates.
-type EmailTemplates struct {
-	PasswordReset     TemplateFiles `yaml:"password_reset"`
-	EmailVerification TemplateFiles `yaml:"email_verification"`
-}
-
-// TemplateFiles are the parts of one mail. Empty: the built-in part. They
-// are Go templates executed with the message (.URL, .To, .User.Name,
-// .TokenExpiresAt, ...), checked at start-up and by "authsidecar check".
-type TemplateFiles struct {
-	// Subject is the subject line itself, a one-line text/template (not a
-	// file name).
-	Subject string `yaml:"subject"`
-	// Text is the path of a text/template file: the text/plain part.
-	Text string `yaml:"text"`
-	// HTML is the path of an html/template file (values are escaped): the
-	// text/html part.
-	HTML string `yaml:"html"`
-}
-
 // Metrics configures the admin listener.
 type Metrics struct {
 	// Listen is the host:port of the admin listener serving /metrics,
@@ -453,80 +378,4 @@ type Cache struct {
 	// token skips signature verification. Default 100000. Zero disables the
 	// cache.
 	VerifiedTokens int `yaml:"verified_tokens"`
-}
-
-// Default returns the configuration used when the file sets nothing. Each call
-// returns fresh slices, so callers may modify the result.
-func Default() Config {
-	return Config{
-		Mode:     ModeFull,
-		Listen:   "127.0.0.1:8080",
-		BaseURL:  "http://localhost:8080",
-		Upstream: "http://127.0.0.1:3000",
-		Database: Database{Driver: DriverSQLite, Path: "authsidecar.db", URLEnv: "DATABASE_URL", MaxConns: 10},
-		Auth: Auth{
-			SecretEnv:         "AUTH_SECRET",
-			JWTTTL:            Duration(720 * time.Hour),
-			Leeway:            Duration(30 * time.Second),
-			SessionTTL:        Duration(168 * time.Hour),
-			SessionUpdateAge:  Duration(24 * time.Hour),
-			CookieName:        "auth.session_token",
-			CookieSameSite:    SameSiteLax,
-			MinPasswordLength: 8,
-			MaxPasswordLength: 128,
-			// Empty, not nil: "trusted_origins: []" decodes to an empty
-			// slice, and the shipped file must decode to exactly Default().
-			TrustedOrigins:                []string{},
-			ResetTokenTTL:                 Duration(time.Hour),
-			VerificationTokenTTL:          Duration(24 * time.Hour),
-			RevokeSessionsOnPasswordReset: true,
-			RevokeJWTOnSignOut:            true,
-		},
-		Keys: Keys{
-			MaxAge: Duration(10 * time.Minute), Cooldown: Duration(30 * time.Second), StaleIfError: Duration(time.Hour),
-			RevocationsURL: RevocationsAuto, RevocationsStaleIfError: Duration(5 * time.Minute),
-		},
-		Revocation: Revocation{PollInterval: Duration(time.Second)},
-		Routes: Routes{
-			IdentityHeader:    "X-User-Id",
-			CookieOnly:        []string{"/api/mcp-oauth/authorize"},
-			Passthrough:       []string{"/ws/browser"},
-			WebsocketPrefixes: []string{"/ws/"},
-			Admin:             []AdminRoute{{Prefix: "/api/admin/", Roles: []string{"admin"}}},
-		},
-		CORS: CORS{AllowCredentials: true, MaxAge: Duration(10 * time.Minute)},
-		Proxy: Proxy{
-			ResponseHeaderTimeout: Duration(60 * time.Second),
-			UpstreamMaxConns:      256,
-			UpstreamMaxPending:    1024,
-			TrustedProxies:        []string{},
-			AllowedHosts:          []string{},
-			StripHeaders:          []string{},
-		},
-		Limits: Limits{
-			BodyBytes:            64 << 10,
-			SigninPerEmail:       Rate{N: 5, Per: time.Minute},
-			SigninPerIP:          Rate{N: 20, Per: time.Minute},
-			SignupPerIP:          Rate{N: 10, Per: time.Minute},
-			MailPerEmail:         Rate{N: 3, Per: time.Hour},
-			MailPerIP:            Rate{N: 10, Per: time.Hour},
-			TokenPerIP:           Rate{N: 30, Per: time.Minute},
-			PasswordCheckPerUser: Rate{N: 5, Per: time.Minute},
-			PasswordCheckPerIP:   Rate{N: 20, Per: time.Minute},
-			IPv6Prefix:           64,
-			BodyReadTimeout:      Duration(10 * time.Second),
-		},
-		Metrics:  Metrics{Listen: "127.0.0.1:9090"},
-		Health:   Health{ReadyRequiresDatabase: true},
-		Log:      Log{Format: FormatJSON, Level: LevelInfo, Access: true},
-		Shutdown: Shutdown{Grace: Duration(25 * time.Second)},
-		Cache:    Cache{VerifiedTokens: 100000},
-		Email: Email{
-			Delivery:    DeliveryOff,
-			MaxAttempts: 10,
-			SMTP:        SMTP{PasswordEnv: "SMTP_PASSWORD", TLS: TLSStartTLS},
-			Webhook:     Webhook{SecretEnv: "EMAIL_WEBHOOK_SECRET", Timeout: Duration(10 * time.Second)},
-		},
-		IdentityProviders: []IdentityProvider{},
-	}
 }

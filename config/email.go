@@ -153,3 +153,76 @@ func (c Config) LoadMailSecret(getenv func(string) string) (Secret, error) {
 	}
 	return Secret{}, nil
 }
+
+// Email configures how password-reset and verification mails are
+// delivered. Mails are queued in the database with their token and sent by
+// a background worker with retries, so none is lost to a crash.
+type Email struct {
+	// Delivery is "off" (default: the mail endpoints answer 400), "smtp",
+	// "webhook" (POST the message to the application, which mails it) or
+	// "log" (write the message and its link to the log; development only).
+	Delivery Delivery `yaml:"delivery"`
+	// From is the sender address of SMTP mails, like
+	// "Example <no-reply@example.com>". Required for smtp.
+	From string `yaml:"from"`
+	// MaxAttempts is how many deliveries of one message are tried before it
+	// is marked dead (counted at each claim, so a try that kills the process
+	// counts too; see "authsidecar outbox"). Default 10, between 1 and 100.
+	// Retries back off exponentially from 5s to 1h.
+	MaxAttempts int     `yaml:"max_attempts"`
+	SMTP        SMTP    `yaml:"smtp"`
+	Webhook     Webhook `yaml:"webhook"`
+	// Templates override the built-in mails, per message type.
+	Templates EmailTemplates `yaml:"templates"`
+}
+
+// SMTP configures delivery to a mail server.
+type SMTP struct {
+	// Addr is the server's host:port. Required for smtp.
+	Addr string `yaml:"addr"`
+	// Username enables AUTH (PLAIN, over TLS) when not empty.
+	Username string `yaml:"username"`
+	// PasswordEnv names the environment variable holding the password.
+	// Default "SMTP_PASSWORD"; read only when Username is set.
+	PasswordEnv string `yaml:"password_env"`
+	// TLS is "starttls" (default; the server must offer it), "implicit"
+	// (TLS from the first byte, port 465) or "none" (only to a loopback
+	// address: mails carry working links).
+	TLS SMTPTLS `yaml:"tls"`
+	// CAFile is a PEM bundle of the CAs trusted for the server's
+	// certificate, instead of the system roots (a private relay's CA).
+	// Default empty: the system roots.
+	CAFile string `yaml:"ca_file"`
+}
+
+// Webhook configures delivery by HTTP POST to the application.
+type Webhook struct {
+	// URL receives each message as signed JSON (Standard Webhooks). https,
+	// or http only to a loopback address. Required for webhook.
+	URL string `yaml:"url"`
+	// SecretEnv names the environment variable holding the signing secret
+	// in its "whsec_<base64>" form. Default "EMAIL_WEBHOOK_SECRET".
+	SecretEnv string `yaml:"secret_env"`
+	// Timeout bounds one delivery attempt. Default 10s, at most 30s.
+	Timeout Duration `yaml:"timeout"`
+}
+
+// EmailTemplates names files that replace the built-in mail templates.
+type EmailTemplates struct {
+	PasswordReset     TemplateFiles `yaml:"password_reset"`
+	EmailVerification TemplateFiles `yaml:"email_verification"`
+}
+
+// TemplateFiles are the parts of one mail. Empty: the built-in part. They
+// are Go templates executed with the message (.URL, .To, .User.Name,
+// .TokenExpiresAt, ...), checked at start-up and by "authsidecar check".
+type TemplateFiles struct {
+	// Subject is the subject line itself, a one-line text/template (not a
+	// file name).
+	Subject string `yaml:"subject"`
+	// Text is the path of a text/template file: the text/plain part.
+	Text string `yaml:"text"`
+	// HTML is the path of an html/template file (values are escaped): the
+	// text/html part.
+	HTML string `yaml:"html"`
+}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sort"
@@ -354,4 +356,76 @@ func (k *keyring) announce(e *keyEntry) {
 	if k.onNewKey != nil {
 		k.onNewKey(PublicKey{KID: e.rec.ID, Key: e.pub})
 	}
+}
+
+// PublicKeys returns the keys JWTs may be verified with: those whose
+// private half decrypts with the current secret and that are still within
+// publication. It reads the key records (one query).
+func (iss *Issuer) PublicKeys(ctx context.Context) ([]PublicKey, error) {
+	return iss.keys.publicKeys(ctx)
+}
+
+// SignFeed signs payload as a compact JWS under the header typ with the
+// key JWTs are signed with, read from memory (no store query): the
+// revocation feed's answers, which verifiers check against the JWKS.
+func (iss *Issuer) SignFeed(typ string, payload json.RawMessage) (string, error) {
+	e := iss.keys.cachedSigner()
+	if e == nil {
+		return "", errors.New("issuer: no signing key known")
+	}
+	return signCompact(e, typ, payload)
+}
+
+// HasSigningKey reports, without a query, whether a usable signing key is
+// known (for readiness).
+func (iss *Issuer) HasSigningKey() bool { return iss.keys.hasSigner() }
+
+// RotateKey makes the next signing key. It is published at once and
+// signs once it has been published longer than KeyCooldown; then the keys
+// signing before stop, but stay in JWKS until the JWTs they signed have
+// expired.
+func (iss *Issuer) RotateKey(ctx context.Context) (PublicKey, error) {
+	e, err := iss.keys.rotate(ctx)
+	if err != nil {
+		return PublicKey{}, err
+	}
+	return PublicKey{KID: e.rec.ID, Key: e.pub}, nil
+}
+
+// KeyView is how stored keys are judged without an issuer, for "check"
+// and the "keys" commands: the Options of those names, with their zero
+// values.
+type KeyView struct {
+	Secret      []byte
+	JWTTTL      time.Duration
+	KeyCooldown time.Duration
+	Now         func() time.Time
+	Logger      *slog.Logger
+}
+
+func (v KeyView) keyring(store Store) *keyring {
+	if v.JWTTTL == 0 {
+		v.JWTTTL = 30 * 24 * time.Hour
+	}
+	if v.Now == nil {
+		v.Now = time.Now
+	}
+	if v.Logger == nil {
+		v.Logger = slog.Default()
+	}
+	return newKeyring(store, v.Secret, v.JWTTTL, v.KeyCooldown, v.Now, v.Logger, nil)
+}
+
+// InspectKeys reports every stored key and whether it opens with the
+// secret, without creating one.
+func InspectKeys(ctx context.Context, store Store, v KeyView) ([]KeyInfo, error) {
+	return v.keyring(store).inspect(ctx)
+}
+
+// InspectKeyRecords is InspectKeys on records already read, newest first:
+// for "check", which reads them through a connection that cannot write
+// rather than through a Store.
+func InspectKeyRecords(recs []KeyRecord, v KeyView) []KeyInfo {
+	k := v.keyring(nil)
+	return k.describe(k.decodeAll(recs))
 }
