@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"github.com/authsidecar/authsidecar/issuer"
 	"github.com/authsidecar/authsidecar/mail"
 	"github.com/authsidecar/authsidecar/revocation"
+	"github.com/authsidecar/authsidecar/sqlstore"
 )
 
 // jwtClaims decodes a JWT's payload (the signature is the verifier's
@@ -184,7 +186,9 @@ func TestListAndRevokeSessions(t *testing.T) {
 		t.Errorf("revoke-other-sessions: got revocations %q, want session:%s", got, cSID)
 	}
 
-	// revoke-sessions: everything, the caller's too, as one cutoff.
+	// revoke-sessions: everything, the caller's too, as one cutoff, and
+	// each session it ended (a get-session racing it names one of them).
+	aSID := e.sessionID(a)
 	r = e.postJSON("/api/auth/revoke-sessions", map[string]any{}, "Cookie", a, "Origin", testBase)
 	if r.status != 200 || r.cookie("auth.session_token") == nil || r.cookie("auth.session_token").MaxAge >= 0 {
 		t.Fatalf("revoke-sessions: got %d %s, want 200 expiring the cookie", r.status, r.body)
@@ -193,8 +197,8 @@ func TestListAndRevokeSessions(t *testing.T) {
 		t.Error("revoke-sessions left the caller's session")
 	}
 	annID := list[0]["userId"].(string)
-	if got, _ = e.revoked(after); strings.Join(got, ",") != "user:"+annID {
-		t.Errorf("revoke-sessions: got revocations %q, want user:%s", got, annID)
+	if got, _ = e.revoked(after); strings.Join(got, ",") != "session:"+aSID+",user:"+annID {
+		t.Errorf("revoke-sessions: got revocations %q, want session:%s,user:%s", got, aSID, annID)
 	}
 }
 
@@ -378,8 +382,8 @@ func TestDeleteUser(t *testing.T) {
 	if r.status != 200 || string(r.body) != `{"success":true,"message":"User deleted"}` {
 		t.Fatalf("delete-user: got %d %s", r.status, r.body)
 	}
-	if got, _ := e.revoked(0); strings.Join(got, ",") != "user:"+user["id"].(string) {
-		t.Errorf("delete-user: got revocations %q, want the user's", got)
+	if got, _ := e.revoked(0); len(got) != 2 || !strings.HasPrefix(got[0], "session:") || got[1] != "user:"+user["id"].(string) {
+		t.Errorf("delete-user: got revocations %q, want its session's and the user's", got)
 	}
 	if r := e.postJSON("/api/auth/sign-in/email", map[string]any{"email": "ann@example.com", "password": pw}); r.status != 401 {
 		t.Errorf("sign-in after delete-user: got %d, want 401", r.status)
@@ -476,5 +480,70 @@ func TestAccountEndpointsNeedOrigin(t *testing.T) {
 	}
 	if r := e.getSession(a); r.status != 200 || string(r.body) == "null" {
 		t.Errorf("after the refusals: got %d %s, want the session alive", r.status, r.body)
+	}
+}
+
+// pausingStore pauses get-session's session read, after it has read, until
+// release is closed: the window in which a revocation can commit between
+// the read and the signing.
+type pausingStore struct {
+	*sqlstore.DB
+	read    chan struct{} // closed once the session was read
+	release chan struct{}
+}
+
+func (p *pausingStore) SessionByToken(ctx context.Context, token string) (issuer.Session, issuer.User, error) {
+	s, u, err := p.DB.SessionByToken(ctx, token)
+	if p.read != nil {
+		close(p.read)
+		p.read = nil
+		<-p.release
+	}
+	return s, u, err
+}
+
+// TestRevocationDuringGetSession: a get-session that read its session just
+// before a ban committed signs a JWT after the ban's cutoff instant; the
+// session it names no longer exists, and its JWT must be refused all the
+// same (a thief polling get-session with a stolen cookie would otherwise
+// keep one through any ban, revoke-sessions or password reset).
+func TestRevocationDuringGetSession(t *testing.T) {
+	e := newEnv(t)
+	cookie, _ := e.signUp("ann@example.com", pw)
+	ps := &pausingStore{DB: e.db, read: make(chan struct{}), release: make(chan struct{})}
+	e.opts.Store = ps
+	iss, err := issuer.New(context.Background(), e.opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(iss)
+	t.Cleanup(srv.Close)
+	e.srv = srv
+	read := ps.read
+	got := make(chan resp, 1)
+	go func() { got <- e.getSession(cookie) }()
+	<-read
+	if _, n, err := e.db.BanUserByEmail(context.Background(), "ann@example.com", "test", time.Time{}, e.clock.Now()); err != nil || n != 1 {
+		t.Fatalf("ban: ended %d sessions, %v", n, err)
+	}
+	e.clock.Add(time.Second) // the signing comes after the cutoff's instant
+	close(ps.release)
+	r := <-got
+	jwt := r.header.Get("Set-Auth-Jwt")
+	if r.status != 200 || jwt == "" {
+		t.Fatalf("get-session after its session was read: got %d %s, want 200 with a JWT (the race this test is about)", r.status, r.body)
+	}
+	set := revocation.NewSet(revocation.SetOptions{TTL: time.Hour, Usable: true})
+	recs, err := e.db.RevocationsSince(context.Background(), 0, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, rec := range recs {
+		set.Add(rec.Entry())
+	}
+	c := jwtClaims(t, jwt)
+	tok := revocation.TokenOf(c["sid"].(string), c["sub"].(string), time.UnixMilli(int64(c["iat_ms"].(float64))))
+	if !set.Revoked(tok) {
+		t.Errorf("a JWT minted from a session the ban ended (iat_ms after the cutoff) passes the revocation set; revocations written: %v", recs)
 	}
 }

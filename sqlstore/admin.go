@@ -89,10 +89,12 @@ func (db *DB) DeleteUserByEmail(ctx context.Context, email string, now time.Time
 		if err != nil {
 			return fmt.Errorf("count user rows: %w", err)
 		}
+		if _, err := endUser(ctx, t, revs, d.User.ID, "", now); err != nil {
+			return err
+		}
 		if _, err := t.exec(ctx, `DELETE FROM "user" WHERE id = ?`, d.User.ID); err != nil {
 			return fmt.Errorf("delete user: %w", err)
 		}
-		*revs = append(*revs, userRevocation(d.User.ID, now))
 		return nil
 	})
 	if err != nil {

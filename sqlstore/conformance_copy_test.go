@@ -83,7 +83,8 @@ func fill(t *testing.T, db *sqlstore.DB, e env) issuer.Snapshot {
 	if err := db.FailOutbox(ctx, r2.msg.ID, "w", time.Time{}, "550 mailbox unavailable", true, at.Add(3*time.Second)); err != nil {
 		t.Fatal(err)
 	}
-	// Revocations: everyone's, a session's and a deleted user's, ids 1 to 3.
+	// Revocations: everyone's, a session's, and a deleted user's (its
+	// session's and its cutoff), ids 1 to 4.
 	if err := db.RevokeAll(ctx, at); err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +120,8 @@ func fill(t *testing.T, db *sqlstore.DB, e env) issuer.Snapshot {
 		Revocations: []revocation.Record{
 			{ID: 1, Kind: revocation.KindAll, At: at},
 			{ID: 2, Kind: revocation.KindSession, Subject: "s9", At: at.Add(time.Millisecond)},
-			{ID: 3, Kind: revocation.KindUser, Subject: "u3", At: at.Add(2 * time.Millisecond)},
+			{ID: 3, Kind: revocation.KindSession, Subject: "s-u3", At: at.Add(2 * time.Millisecond)},
+			{ID: 4, Kind: revocation.KindUser, Subject: "u3", At: at.Add(2 * time.Millisecond)},
 		},
 		Keys: []issuer.KeyRecord{k1, k2},
 		Roles: []issuer.RoleGrant{
@@ -203,8 +205,8 @@ func testExportImportRoundTrip(t *testing.T, db *sqlstore.DB, e env) {
 		if err := d.RevokeAll(ctx, t0); err != nil {
 			t.Fatal(err)
 		}
-		if got, err := d.RevocationsSince(ctx, 3, 10); err != nil || len(got) != 1 || got[0].ID != 4 {
-			t.Errorf("a revocation after the import into %s: got %+v %v, want id 4", d.Engine(), got, err)
+		if got, err := d.RevocationsSince(ctx, 4, 10); err != nil || len(got) != 1 || got[0].ID != 5 {
+			t.Errorf("a revocation after the import into %s: got %+v %v, want id 5", d.Engine(), got, err)
 		}
 	}
 	// A link mailed before the move still works after it, and the mail

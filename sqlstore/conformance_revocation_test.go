@@ -66,21 +66,21 @@ func testRevocationsWithTheirCause(t *testing.T, db *sqlstore.DB, _ env) {
 		{"sign-out", func() error { _, err := db.EndSession(ctx, "t-u1", "", true, t0); return err }, []string{"session:s-u1"}},
 		{"another user's session", func() error { _, err := db.EndSession(ctx, "t-u2", "u3", true, t0); return err }, nil},
 		{"change password, sessions kept", func() error { return db.ChangePassword(ctx, "u2", "h2", "", false, t0) }, nil},
-		{"change password, others revoked", func() error { return db.ChangePassword(ctx, "u2", "h2", "t-u2", true, t0) }, []string{"user:u2"}},
+		{"change password, others revoked", func() error { return db.ChangePassword(ctx, "u2", "h2", "t-u2", true, t0) }, []string{"user:u2"}}, // u2 had no other session
 		{"change password, no credential", func() error { return db.ChangePassword(ctx, "nobody", "h", "", true, t0) }, nil},
 		{"reset password", func() error {
 			_, _, err := db.ResetPassword(ctx, reset.tok.Hash, "h4", true, t0)
 			return err
-		}, []string{"user:u4"}},
-		{"delete user", func() error { return db.DeleteUser(ctx, "u3", t0) }, []string{"user:u3"}},
+		}, []string{"session:s-u4", "user:u4"}},
+		{"delete user", func() error { return db.DeleteUser(ctx, "u3", t0) }, []string{"session:s-u3", "user:u3"}},
 		{"delete nobody", func() error { return db.DeleteUser(ctx, "u3", t0) }, nil},
-		{"delete user by email", func() error { _, err := db.DeleteUserByEmail(ctx, "u5@example.com", t0); return err }, []string{"user:u5"}},
-		{"operator revoke", func() error { _, _, err := db.RevokeUserByEmail(ctx, "u6@example.com", t0); return err }, []string{"user:u6"}},
+		{"delete user by email", func() error { _, err := db.DeleteUserByEmail(ctx, "u5@example.com", t0); return err }, []string{"session:s-u5", "user:u5"}},
+		{"operator revoke", func() error { _, _, err := db.RevokeUserByEmail(ctx, "u6@example.com", t0); return err }, []string{"session:s-u6", "user:u6"}},
 		{"operator revoke, unknown", func() error { _, _, err := db.RevokeUserByEmail(ctx, "nobody@example.com", t0); return err }, nil},
 		{"ban", func() error {
 			_, _, err := db.BanUserByEmail(ctx, "u2@example.com", "spam", t0.Add(time.Hour), t0)
 			return err
-		}, []string{"user:u2"}},
+		}, []string{"session:s-u2", "user:u2"}},
 		{"unban", func() error { _, _, err := db.UnbanUserByEmail(ctx, "u2@example.com", t0); return err }, nil},
 		{"revoke all", func() error { return db.RevokeAll(ctx, t0) }, []string{"all:"}},
 	} {

@@ -194,16 +194,11 @@ func (db *DB) ResetPassword(ctx context.Context, hash [32]byte, passwordHash str
 		}
 		u.EmailVerified, u.UpdatedAt = true, fromMS(ms(now))
 		if revokeSessions {
-			res, err := t.exec(ctx, `DELETE FROM session WHERE user_id = ?`, u.ID)
+			n, err := endUser(ctx, t, revs, u.ID, "", now)
 			if err != nil {
 				return fmt.Errorf("revoke sessions: %w", err)
 			}
-			n, err := res.RowsAffected()
-			if err != nil {
-				return fmt.Errorf("revoke sessions: %w", err)
-			}
-			revoked = int(n)
-			*revs = append(*revs, userRevocation(u.ID, now))
+			revoked = n
 		}
 		return nil
 	})

@@ -31,11 +31,8 @@ func (db *DB) ChangePassword(ctx context.Context, userID, hash, keepToken string
 		if !revoke {
 			return nil
 		}
-		if _, err := deleteSessions(ctx, t, userID, keepToken); err != nil {
-			return err
-		}
-		*revs = append(*revs, userRevocation(userID, now))
-		return nil
+		_, err = endUser(ctx, t, revs, userID, keepToken, now)
+		return err
 	})
 }
 
@@ -94,6 +91,9 @@ func (db *DB) SetEmail(ctx context.Context, userID, email string, now time.Time)
 func (db *DB) DeleteUser(ctx context.Context, userID string, now time.Time) error {
 	db.observe(ctx, "delete_user")
 	return db.revokeTx(ctx, func(t tx, revs *[]revocation.Record) error {
+		if _, err := endUser(ctx, t, revs, userID, "", now); err != nil {
+			return err
+		}
 		res, err := t.exec(ctx, `DELETE FROM "user" WHERE id = ?`, userID)
 		if err != nil {
 			return fmt.Errorf("delete user: %w", err)
@@ -103,7 +103,6 @@ func (db *DB) DeleteUser(ctx context.Context, userID string, now time.Time) erro
 		} else if n == 0 {
 			return issuer.ErrNotFound
 		}
-		*revs = append(*revs, userRevocation(userID, now))
 		return nil
 	})
 }
@@ -148,16 +147,11 @@ func (db *DB) endUser(ctx context.Context, email string, now time.Time, also fun
 				return err
 			}
 		}
-		ids, err := deleteSessions(ctx, t, id, "")
-		if err != nil {
+		if n, err = endUser(ctx, t, revs, id, "", now); err != nil {
 			return err
 		}
-		n = len(ids)
-		if u, err = lockUser(ctx, t, id); err != nil {
-			return err
-		}
-		*revs = append(*revs, userRevocation(id, now))
-		return nil
+		u, err = lockUser(ctx, t, id)
+		return err
 	})
 	if err != nil {
 		return issuer.User{}, 0, err

@@ -149,15 +149,16 @@ func (db *DB) EndSessions(ctx context.Context, userID, keepToken string, cutoff 
 	db.observe(ctx, "end_sessions")
 	n := 0
 	err := db.revokeTx(ctx, func(t tx, revs *[]revocation.Record) error {
+		if cutoff {
+			ended, err := endUser(ctx, t, revs, userID, keepToken, now)
+			n = ended
+			return err
+		}
 		ids, err := deleteSessions(ctx, t, userID, keepToken)
 		if err != nil {
 			return err
 		}
 		n = len(ids)
-		if cutoff {
-			*revs = append(*revs, userRevocation(userID, now))
-			return nil
-		}
 		for _, id := range ids {
 			*revs = append(*revs, sessionRevocation(id, now))
 		}
@@ -167,6 +168,25 @@ func (db *DB) EndSessions(ctx context.Context, userID, keepToken string, cutoff 
 		return 0, err
 	}
 	return n, nil
+}
+
+// endUser deletes the user's sessions but keepToken's and revokes every
+// JWT of the user issued up to now (a user cutoff) and, whatever their
+// issue time, every JWT minted from a session it deleted. The second
+// covers a get-session that read one of those sessions just before this
+// transaction committed and signs after the cutoff's instant: its JWT
+// names a session that no longer exists, and is refused. It returns how
+// many sessions it ended.
+func endUser(ctx context.Context, t tx, revs *[]revocation.Record, userID, keepToken string, now time.Time) (int, error) {
+	ids, err := deleteSessions(ctx, t, userID, keepToken)
+	if err != nil {
+		return 0, err
+	}
+	for _, id := range ids {
+		*revs = append(*revs, sessionRevocation(id, now))
+	}
+	*revs = append(*revs, userRevocation(userID, now))
+	return len(ids), nil
 }
 
 // deleteSessions deletes the user's sessions but keepToken's (every one
