@@ -53,6 +53,19 @@ type Feed struct {
 	// polls answer at once, so they do not hold the shutdown.
 	draining  context.Context
 	stopWaits context.CancelFunc
+
+	// signed holds the signed full-sync answers of the current second by
+	// their since, with the head each was built at: anyone may ask for a
+	// full sync, and building and signing a 600 KiB page per request would
+	// let a few clients spend the issuer's CPU (found in review). Within
+	// one second the same answer serves everyone; its iat is that second.
+	signed    map[string]signedPage
+	signedSec int64
+}
+
+type signedPage struct {
+	head int64
+	tok  string
 }
 
 type logEntry struct {
@@ -144,6 +157,10 @@ func (f *Feed) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		wait = time.Duration(n) * time.Second
 	}
+	if tok, ok := f.cachedPage(since, f.o.Now().Unix()); ok {
+		writeToken(w, tok)
+		return
+	}
 	// Answer before the request's own deadline (the proxy bounds auth
 	// requests), with room to write.
 	deadline := f.o.Now().Add(wait)
@@ -165,10 +182,10 @@ func (f *Feed) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err == nil {
 		var tok string
 		if tok, err = f.o.Sign(FeedType, body); err == nil {
-			h := w.Header()
-			h.Set("Content-Type", "application/jwt")
-			h.Set("Cache-Control", "no-store")
-			w.Write([]byte(tok))
+			if p.full {
+				f.keepPage(since, now.Unix(), tok)
+			}
+			writeToken(w, tok)
 			return
 		}
 	}
@@ -258,7 +275,7 @@ func (f *Feed) fullPage(cur cursor) (feedPayload, bool) {
 	if !ready {
 		return feedPayload{}, false
 	}
-	p := feedPayload{Reset: cur.start}
+	p := feedPayload{Reset: cur.start, full: true}
 	if cur.start {
 		cur = cursor{full: true, id: head, kind: KindSession}
 	}
@@ -307,6 +324,42 @@ func (f *Feed) catchUp(ctx context.Context, id int64) (caught, polled bool) {
 			return false, false
 		}
 	}
+}
+
+// cachedPage returns the signed full-sync answer for since made this
+// second, if it was built at the head there is now or a later one.
+func (f *Feed) cachedPage(since string, sec int64) (string, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.signedSec != sec {
+		return "", false
+	}
+	sp, ok := f.signed[since]
+	if !ok || sp.head < f.head {
+		return "", false
+	}
+	return sp.tok, true
+}
+
+// keepPage remembers a signed full-sync answer for the rest of sec.
+func (f *Feed) keepPage(since string, sec int64, tok string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.signedSec != sec || len(f.signed) >= maxSignedPages {
+		f.signed, f.signedSec = map[string]signedPage{}, sec
+	}
+	f.signed[since] = signedPage{head: f.head, tok: tok}
+}
+
+// maxSignedPages bounds the answers kept for one second (a full sync of a
+// million revocations is about 100 pages).
+const maxSignedPages = 256
+
+func writeToken(w http.ResponseWriter, tok string) {
+	h := w.Header()
+	h.Set("Content-Type", "application/jwt")
+	h.Set("Cache-Control", "no-store")
+	w.Write([]byte(tok))
 }
 
 func writeError(w http.ResponseWriter, status int, code, message string) {

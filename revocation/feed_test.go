@@ -381,3 +381,45 @@ func TestFeedDrainEndsLongPolls(t *testing.T) {
 		t.Errorf("a long poll after Drain: got %d %s after %v, want 200 at once", status, body, time.Since(start))
 	}
 }
+
+// TestFeedFullSyncSignedOncePerSecond: anyone may ask for a full sync, so
+// a burst of them within one second is built and signed once, not once
+// each (20 anonymous first pages cost one signature).
+func TestFeedFullSyncSignedOncePerSecond(t *testing.T) {
+	set := revocation.NewSet(revocation.SetOptions{TTL: ttl, Usable: true})
+	_, priv, _ := ed25519.GenerateKey(nil)
+	var signs atomic.Int64
+	sign := signer(priv, "k1")
+	now := time.Unix(1_800_000_000, 0)
+	feed := revocation.NewFeed(revocation.FeedOptions{Set: set, Issuer: issuerName, Logger: quiet, Now: func() time.Time { return now },
+		Sign: func(typ string, p json.RawMessage) (string, error) { signs.Add(1); return sign(typ, p) }})
+	revocation.SyncedForTest(feed, 0)
+	srv := httptest.NewServer(feed)
+	t.Cleanup(srv.Close)
+	get := func() string {
+		res, err := http.Get(srv.URL + "?since=")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		if res.StatusCode != 200 {
+			t.Fatalf("full sync: got %d %s", res.StatusCode, b)
+		}
+		return string(b)
+	}
+	first := get()
+	for range 19 {
+		if get() != first {
+			t.Fatal("a full sync in the same second: got another answer, want the one signed already")
+		}
+	}
+	if n := signs.Load(); n != 1 {
+		t.Errorf("20 full syncs in one second: signed %d times, want 1", n)
+	}
+	now = now.Add(time.Second)
+	get()
+	if n := signs.Load(); n != 2 {
+		t.Errorf("a full sync the next second: signed %d times in all, want 2 (a fresh iat)", n)
+	}
+}

@@ -47,6 +47,9 @@ type feedPayload struct {
 	All      int64  `json:"all"`
 	Sessions []byte `json:"sessions"`
 	Users    []byte `json:"users"`
+	// full: a page of a full sync (not sent), which Feed keeps signed for
+	// the rest of its second.
+	full bool
 }
 
 // feedLifetime bounds how long an answer is good for: an old one replayed
