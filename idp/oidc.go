@@ -313,6 +313,11 @@ func (p *oidcProvider) verify(ctx context.Context, m *oidcMeta, raw, nonce strin
 	}
 	if azp, ok := claims["azp"]; ok && azp != p.cfg.ClientID {
 		return nil, fmt.Errorf("azp %v is not this client", azp)
+	} else if !ok && len(tok.Audience) > 1 {
+		// OpenID Connect Core 3.1.3.7: a token for several audiences
+		// names the party it was issued to; without azp it may be
+		// another client's.
+		return nil, fmt.Errorf("no azp in a token for %d audiences", len(tok.Audience))
 	}
 	if tok.IssuedAt.IsZero() {
 		return nil, errors.New("no iat")

@@ -118,6 +118,10 @@ func TestSocialHostile(t *testing.T) {
 		idTokenCase("id token: wrong iss", func(c, _ map[string]any) { c["iss"] = "https://attacker.example" }, ""),
 		idTokenCase("id token: wrong aud", func(c, _ map[string]any) { c["aud"] = "another-client" }, ""),
 		idTokenCase("id token: wrong azp", func(c, _ map[string]any) { c["azp"] = "another-client" }, ""),
+		idTokenCase("id token: several audiences, no azp", func(c, _ map[string]any) {
+			c["aud"] = []any{c["aud"], "another-client"}
+			delete(c, "azp")
+		}, ""),
 		idTokenCase("id token: wrong nonce", func(c, _ map[string]any) { c["nonce"] = "not-the-flows" }, ""),
 		idTokenCase("id token: no nonce", func(c, _ map[string]any) { delete(c, "nonce") }, ""),
 		idTokenCase("id token: expired", func(c, _ map[string]any) {
