@@ -543,6 +543,8 @@ func TestWellKnownIdentityHeaders(t *testing.T) {
 				for _, h := range proxy.IdentityHeaders {
 					hdr = append(hdr, strings.ToLower(h), "admin@example.com")
 				}
+				// Kubernetes' extra attributes: any name under the prefix.
+				hdr = append(hdr, "x-remote-extra-scopes", "admin", "X-Remote-Extra-Acme.Example%2fRole", "owner")
 				r := s.do("GET", path, nil, hdr...)
 				if r.status != 200 {
 					t.Fatalf("%s: got %d %s", path, r.status, r.body)
@@ -554,6 +556,11 @@ func TestWellKnownIdentityHeaders(t *testing.T) {
 					}
 					if v := got.Values(h); len(v) != 0 {
 						t.Errorf("%s: upstream saw %s: %q", path, h, v)
+					}
+				}
+				for name, v := range got {
+					if strings.HasPrefix(strings.ToLower(name), "x-remote-extra-") {
+						t.Errorf("%s: upstream saw %s: %q", path, name, v)
 					}
 				}
 				authenticated := path == "/api/tasks" || path == "/api/mcp-oauth/authorize"

@@ -26,22 +26,31 @@ var legacyHeaders = []string{
 var identityHeaders = []string{
 	// Apache, nginx, Authelia, Kubernetes' request-header authentication.
 	"Remote-User", "Remote-Email", "Remote-Name", "Remote-Groups",
-	"X-Remote-User", "X-Remote-Email", "X-Remote-Group",
+	"X-Remote-User", "X-Remote-Email", "X-Remote-Group", "X-Remote-Groups", "X-Remote-Uid",
 	// oauth2-proxy, nginx auth_request.
 	"X-Forwarded-User", "X-Forwarded-Email", "X-Forwarded-Preferred-Username", "X-Forwarded-Groups", "X-Forwarded-Access-Token",
 	"X-Auth-Request-User", "X-Auth-Request-Email", "X-Auth-Request-Preferred-Username", "X-Auth-Request-Groups", "X-Auth-Request-Access-Token",
 	// Grafana's auth proxy, Vouch, authentik, Pomerium, Kong.
 	"X-Webauth-User", "X-Webauth-Email", "X-Vouch-User",
 	"X-Authentik-Username", "X-Authentik-Email", "X-Authentik-Uid", "X-Authentik-Groups", "X-Authentik-Name", "X-Authentik-Jwt",
-	"X-Pomerium-Jwt-Assertion", "X-Authenticated-User", "X-Authenticated-Userid", "X-Consumer-Id", "X-Consumer-Username",
+	"X-Pomerium-Jwt-Assertion", "X-Authenticated-User", "X-Authenticated-Userid", "X-Authenticated-Email", "X-Authenticated-Groups",
+	"X-Consumer-Id", "X-Consumer-Username",
 	// Google IAP, Cloudflare Access, AWS ALB, Azure App Service.
 	"X-Goog-Authenticated-User-Email", "X-Goog-Authenticated-User-Id", "X-Goog-Iap-Jwt-Assertion",
 	"Cf-Access-Authenticated-User-Email", "Cf-Access-Jwt-Assertion",
 	"X-Amzn-Oidc-Identity", "X-Amzn-Oidc-Data", "X-Amzn-Oidc-Accesstoken",
 	"X-Ms-Client-Principal", "X-Ms-Client-Principal-Id", "X-Ms-Client-Principal-Name", "X-Ms-Client-Principal-Idp",
+	// Hand-rolled gateways and app middleware.
+	"X-User", "X-Userid", "X-User-Email", "X-Email", "X-Auth-User",
 	// Client certificates as a TLS terminator passes them on.
 	"X-Forwarded-Client-Cert", "X-Client-Cert", "X-Ssl-Client-Cert", "X-Ssl-Client-Verify", "X-Ssl-Client-S-Dn",
 }
+
+// identityPrefixes start header names that are identity headers whatever
+// follows: Kubernetes' request-header authentication passes each "extra"
+// attribute of the user (scopes, groups of a kind) as X-Remote-Extra-<key>.
+// Documented beside identityHeaders.
+var identityPrefixes = []string{"X-Remote-Extra-"}
 
 // headerStripper removes, from every forwarded request, the client's
 // copies of the identity header (in every spelling), every header whose
@@ -94,7 +103,7 @@ func sameHeader(a, b string) bool {
 
 func (s headerStripper) apply(h http.Header) {
 	for name := range h {
-		if s.drop[name] || strings.IndexByte(name, '_') >= 0 || sameHeader(name, s.identity) {
+		if s.drop[name] || strings.IndexByte(name, '_') >= 0 || sameHeader(name, s.identity) || identityPrefix(name) {
 			delete(h, name)
 		}
 	}
@@ -103,6 +112,17 @@ func (s headerStripper) apply(h http.Header) {
 			s.stripCookies(h, vals)
 		}
 	}
+}
+
+// identityPrefix reports a canonical header name that starts with one of
+// identityPrefixes.
+func identityPrefix(name string) bool {
+	for _, p := range identityPrefixes {
+		if strings.HasPrefix(name, p) {
+			return true
+		}
+	}
+	return false
 }
 
 // stripCookies drops the session cookie and keeps every other cookie as
