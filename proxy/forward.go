@@ -119,11 +119,7 @@ func (p *Proxy) modifyResponse(res *http.Response) error {
 		}
 	}
 	if info != nil && p.router.api.match(info.path) {
-		for name := range res.Header {
-			if strings.HasPrefix(name, "Access-Control-") {
-				res.Header.Del(name)
-			}
-		}
+		dropUpstreamCORS(res.Header)
 	}
 	return nil
 }
