@@ -47,7 +47,7 @@ func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 	out := pr.Out
 	out.URL.Scheme = p.upstream.Scheme
 	out.URL.Host = p.upstream.Host
-	out.URL.Path = strings.TrimSuffix(p.upstream.Path, "/") + info.path
+	out.URL.Path = p.basePath + info.path
 	out.URL.RawPath = ""
 	out.URL.Opaque = ""
 	if info.token {
@@ -67,22 +67,24 @@ func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 	}
 }
 
-// setForwarded sets X-Forwarded-For/Host/Proto. From an untrusted peer the
-// client's own values were already dropped (ReverseProxy removes them
-// before Rewrite) and fresh ones are set; behind a trusted proxy its
+// setForwarded sets X-Forwarded-For/Host/Proto on a ReverseProxy request.
+func (p *Proxy) setForwarded(pr *httputil.ProxyRequest) { p.forwardedHeaders(pr.In, pr.Out.Header) }
+
+// forwardedHeaders sets X-Forwarded-For/Host/Proto in h, the header of
+// in's upstream request. From an untrusted peer the client's own values
+// were already dropped and fresh ones are set; behind a trusted proxy its
 // values are kept and the peer is appended to the chain.
-func (p *Proxy) setForwarded(pr *httputil.ProxyRequest) {
-	if !trustedProxies(p.o.TrustedProxies).peerTrusted(pr.In) {
+func (p *Proxy) forwardedHeaders(in *http.Request, h http.Header) {
+	if !trustedProxies(p.o.TrustedProxies).peerTrusted(in) {
 		// SetXForwarded's work, with one allocation for the three values
 		// and no re-canonicalizing of the names: this runs on every
 		// business request.
-		ip, _, err := net.SplitHostPort(pr.In.RemoteAddr)
+		ip, _, err := net.SplitHostPort(in.RemoteAddr)
 		proto := "http"
-		if pr.In.TLS != nil {
+		if in.TLS != nil {
 			proto = "https"
 		}
-		vals := []string{ip, pr.In.Host, proto}
-		h := pr.Out.Header
+		vals := []string{ip, in.Host, proto}
 		if err == nil {
 			h["X-Forwarded-For"] = vals[0:1:1]
 		} else {
@@ -92,13 +94,14 @@ func (p *Proxy) setForwarded(pr *httputil.ProxyRequest) {
 		h["X-Forwarded-Proto"] = vals[2:3:3]
 		return
 	}
-	if prior := pr.In.Header.Values("X-Forwarded-For"); len(prior) > 0 {
-		pr.Out.Header["X-Forwarded-For"] = append([]string(nil), prior...)
+	if prior := in.Header.Values("X-Forwarded-For"); len(prior) > 0 {
+		h["X-Forwarded-For"] = append([]string(nil), prior...)
 	}
-	pr.SetXForwarded() // appends the peer to the chain copied above
-	for _, h := range []string{"X-Forwarded-Host", "X-Forwarded-Proto"} {
-		if v := pr.In.Header.Get(h); v != "" {
-			pr.Out.Header.Set(h, v)
+	// Appends the peer to the chain copied above.
+	(&httputil.ProxyRequest{In: in, Out: &http.Request{Header: h}}).SetXForwarded()
+	for _, name := range []string{"X-Forwarded-Host", "X-Forwarded-Proto"} {
+		if v := in.Header.Get(name); v != "" {
+			h.Set(name, v)
 		}
 	}
 }
@@ -116,11 +119,7 @@ func (p *Proxy) modifyResponse(res *http.Response) error {
 		}
 	}
 	if info != nil && p.router.api.match(info.path) {
-		for name := range res.Header {
-			if strings.HasPrefix(name, "Access-Control-") {
-				res.Header.Del(name)
-			}
-		}
+		dropUpstreamCORS(res.Header)
 	}
 	return nil
 }

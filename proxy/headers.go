@@ -103,12 +103,27 @@ func sameHeader(a, b string) bool {
 
 func (s headerStripper) apply(h http.Header) {
 	for name := range h {
-		if s.drop[name] || strings.IndexByte(name, '_') >= 0 || sameHeader(name, s.identity) || identityPrefix(name) {
+		if s.drop[name] || s.dropsSpelling(name) {
 			delete(h, name)
 		}
 	}
+	s.stripSessionCookie(h)
+}
+
+// drops reports whether a header name is stripped.
+func (s headerStripper) drops(name string) bool { return s.drop[name] || s.dropsSpelling(name) }
+
+// dropsSpelling is drops for what a map lookup of the canonical name
+// cannot tell: the identity header in any spelling, underscores, and the
+// identity headers named by a prefix.
+func (s headerStripper) dropsSpelling(name string) bool {
+	return strings.IndexByte(name, '_') >= 0 || sameHeader(name, s.identity) || identityPrefix(name)
+}
+
+// stripSessionCookie removes the session cookie from h's Cookie header.
+func (s headerStripper) stripSessionCookie(h http.Header) {
 	if len(s.cookies) > 0 {
-		if vals := h.Values("Cookie"); len(vals) > 0 {
+		if vals := h["Cookie"]; len(vals) > 0 {
 			s.stripCookies(h, vals)
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"net/http/httputil"
 	"net/netip"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -110,6 +111,17 @@ type Proxy struct {
 	log      *slog.Logger
 	// identityKey is IdentityHeader in canonical form, set by map index.
 	identityKey string
+	// basePath is the upstream's path, without its trailing slash: the
+	// forwarded path goes under it.
+	basePath string
+	// unsent are the client's headers relay never forwards: hop-by-hop,
+	// forwarding, and the stripped ones a map lookup finds.
+	unsent map[string]bool
+	// keepTE: TE: trailers is forwarded when asked for (the strip list
+	// may name TE). stripForwarded are the X-Forwarded-* the strip list
+	// names: the sidecar sets them, then strips them, as rewrite does.
+	keepTE         bool
+	stripForwarded []string
 }
 
 // New checks the options and returns the handler.
@@ -147,6 +159,20 @@ func New(o Options) (*Proxy, error) {
 		log:      o.Logger,
 
 		identityKey: http.CanonicalHeaderKey(o.IdentityHeader),
+		basePath:    strings.TrimSuffix(o.Upstream.Path, "/"),
+		unsent:      map[string]bool{},
+	}
+	for _, name := range slices.Concat(hopHeaders, clientForwarded) {
+		p.unsent[name] = true
+	}
+	for name := range p.strip.drop {
+		p.unsent[name] = true
+	}
+	p.keepTE = !p.strip.drops("Te")
+	for _, name := range []string{"X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto"} {
+		if p.strip.drops(name) {
+			p.stripForwarded = append(p.stripForwarded, name)
+		}
 	}
 	p.rp = &httputil.ReverseProxy{
 		Rewrite:        p.rewrite,
@@ -182,7 +208,8 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	info.path = path
 
-	if hasUpgrade(r) && !p.upgradeAllowed(r, info.Class) {
+	upgrade := hasUpgrade(r)
+	if upgrade && !p.upgradeAllowed(r, info.Class) {
 		info.Reason = ReasonBadUpgrade
 		writeError(w, http.StatusBadRequest, "BAD_UPGRADE", "Upgrade not allowed here")
 		return
@@ -225,7 +252,11 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	p.rp.ServeHTTP(w, r)
+	if upgrade {
+		p.rp.ServeHTTP(w, r) // a tunnel: ReverseProxy's upgrade handling
+		return
+	}
+	p.relay(w, r, info)
 }
 
 // bearer verifies the Authorization header; on failure it answers 401.
