@@ -64,7 +64,16 @@ var errHashBusy = errors.New("password hashing: every slot busy until the reques
 //   - a lone hash's buffer stays for linger, still counted in the goal, for
 //     the next sign-in of a trickle to reuse (handed back at once, its
 //     8,192 pages would be faulted in again by the next one), and then
-//     goes back the same way.
+//     goes back the same way;
+//   - the new buffer reuses the dead one's pages only if nothing took
+//     some of them first: another goroutine allocating between the
+//     collection and the hash's allocation (a busy or loaded machine) can
+//     leave no 32 MiB in one piece, and the heap then grows by a buffer
+//     while the dead one's pages stay resident (seen as a peak of one
+//     buffer too many, once in some dozens of bursts). So once the hash
+//     has allocated, a look at the heap's free pages says whether the
+//     dead buffer's are still there, and if so they go back to the OS
+//     (rarely: the common case costs two reads of runtime metrics).
 type hasher struct {
 	params ScryptParams
 	slots  *hashSlots
@@ -73,10 +82,12 @@ type hasher struct {
 	// collecting serializes the check for a dead buffer and the
 	// collection, so that two hashes starting together both wait for it.
 	collecting sync.Mutex
-	collect    func()        // runtime.GC
-	cycles     func() uint64 // collections completed so far
-	release    func()        // collects and returns free heap pages to the OS: debug.FreeOSMemory
-	releasing  sync.Mutex    // one release at a time
+	collect    func()                          // runtime.GC
+	cycles     func() uint64                   // collections completed so far
+	release    func()                          // collects and returns free heap pages to the OS: debug.FreeOSMemory
+	releasing  sync.Mutex                      // one release at a time
+	heap       func() (allocated, free uint64) // bytes allocated so far; free heap pages not returned to the OS
+	checkAfter time.Duration                   // when the fragment check first looks
 
 	mu      sync.Mutex
 	running int  // hashes holding a slot
@@ -100,7 +111,20 @@ const (
 
 func newHasher(params ScryptParams, concurrency int) *hasher {
 	return &hasher{params: params.orDefault(), slots: newHashSlots(concurrency), linger: linger,
-		collect: runtime.GC, cycles: gcCycles, release: debug.FreeOSMemory}
+		collect: runtime.GC, cycles: gcCycles, release: debug.FreeOSMemory, heap: heapFree, checkAfter: fragmentCheck}
+}
+
+// fragmentCheck is when the check for a dead buffer's pages left beside
+// the new one first looks: a hash allocates within microseconds of
+// starting, unless its goroutine waits for a CPU.
+const fragmentCheck = 5 * time.Millisecond
+
+// heapFree reads the bytes allocated so far and the heap's free pages
+// that were not returned to the OS.
+func heapFree() (allocated, free uint64) {
+	s := []rtmetrics.Sample{{Name: "/gc/heap/allocs:bytes"}, {Name: "/memory/classes/heap/free:bytes"}}
+	rtmetrics.Read(s)
+	return s[0].Value.Uint64(), s[1].Value.Uint64()
 }
 
 // gcCycles reads the number of completed collections.
@@ -152,11 +176,34 @@ func (h *hasher) acquire(ctx context.Context) error {
 	h.mu.Unlock()
 	if stale {
 		h.collect()
+		allocated, free := h.heap()
+		time.AfterFunc(h.checkAfter, func() { h.checkFragment(allocated, free, 10) })
 	}
 	if !reuse {
 		gcfloor.Expect(h.bufBytes(), true)
 	}
 	return nil
+}
+
+// checkFragment runs once the hash that followed a collection has
+// allocated its buffer (the heap has allocated a buffer's worth since
+// allocated0, right after the collection, when free0 of its pages were
+// free and resident; it takes up to tries looks, checkAfter apart, to see
+// that). A buffer taken from the free pages leaves about a buffer fewer
+// of them; if most of them are still free, the new buffer came from
+// fresh memory beside the dead one's pages, which go back to the OS.
+func (h *hasher) checkFragment(allocated0, free0 uint64, tries int) {
+	allocated, free := h.heap()
+	buf := uint64(h.bufBytes())
+	if allocated-allocated0 < buf {
+		if tries > 1 {
+			time.AfterFunc(h.checkAfter, func() { h.checkFragment(allocated0, free0, tries-1) })
+		}
+		return
+	}
+	if free+buf/2 > free0 && free >= buf/2 {
+		h.releaseMemory()
+	}
 }
 
 // bufBytes is one hash's work memory: 128 x N x r.

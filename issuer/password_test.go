@@ -25,6 +25,7 @@ func TestHasherCollectsAndReleases(t *testing.T) {
 	h.collect = func() { collected.Add(1); cycles.Add(2) }
 	h.cycles = cycles.Load
 	h.release = func() { released.Add(1) }
+	h.heap = func() (uint64, uint64) { return 1 << 40, 0 } // every new buffer took the dead one's pages
 	ctx := context.Background()
 	waitReleased := func(want int32) {
 		t.Helper()
@@ -98,6 +99,73 @@ func TestHasherCollectsAndReleases(t *testing.T) {
 	}
 	if n := released.Load(); n != before+1 {
 		t.Errorf("a hash right after a burst: released %d times when it returned, want %d", n, before+1)
+	}
+}
+
+// TestHasherReturnsFragment: when the hash that follows a collection
+// takes its buffer from fresh memory instead of the dead buffer's pages
+// (another goroutine took some of them in between), those pages go back
+// to the OS once the hash has allocated; when it reused them, nothing
+// more happens; and the check waits for the allocation to happen.
+func TestHasherReturnsFragment(t *testing.T) {
+	const mib = 1 << 20
+	for _, tt := range []struct {
+		name        string
+		freeAfter   uint64 // free resident heap bytes once the hash allocated
+		lateAllocs  int    // looks before the allocation shows
+		wantRelease int32
+	}{
+		// 40 MiB free after the collection: the dead buffer's 4 and 36 of
+		// other pages. A reused buffer takes its 4; fresh memory takes
+		// none (small objects took half a MiB of them meanwhile).
+		{"reused", 35 * mib, 0, 0},
+		{"fresh memory beside the dead buffer", 39*mib + mib/2, 0, 1},
+		{"fresh memory, allocation seen late", 39*mib + mib/2, 3, 1},
+		{"reused, allocation seen late", 35 * mib, 3, 0},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHasher(ScryptParams{N: 4096, R: 8, P: 1}, 2) // 4 MiB buffers
+			h.linger = time.Hour                                 // no lingering release in the test's time
+			h.checkAfter = time.Millisecond
+			var cycles atomic.Uint64
+			var released, looks atomic.Int32
+			h.collect = func() { cycles.Add(2) }
+			h.cycles = cycles.Load
+			h.release = func() { released.Add(1) }
+			var watching atomic.Bool
+			h.heap = func() (uint64, uint64) {
+				if !watching.Load() {
+					return 0, 0
+				}
+				n := looks.Add(1)
+				switch {
+				case n == 1: // right after the collection: the dead buffer's 4 MiB are free, and 36 more
+					return 100 * mib, 40 * mib
+				case int(n) <= 1+tt.lateAllocs: // the hash has not allocated yet
+					return 100*mib + 1, 40 * mib
+				}
+				return 100*mib + 5*mib, tt.freeAfter
+			}
+			ctx := context.Background()
+			if _, err := h.hash(ctx, "first"); err != nil { // dies, so the next hash collects
+				t.Fatal(err)
+			}
+			watching.Store(true)
+			if _, err := h.hash(ctx, "second"); err != nil {
+				t.Fatal(err)
+			}
+			want := int32(2 + tt.lateAllocs)
+			for deadline := time.Now().Add(5 * time.Second); looks.Load() < want && time.Now().Before(deadline); {
+				time.Sleep(time.Millisecond)
+			}
+			time.Sleep(20 * time.Millisecond) // a release, if any, has happened
+			if n := looks.Load(); n != want {
+				t.Errorf("looked at the heap %d times, want %d (one after the collection, %d before the allocation showed, one after)", n, want, tt.lateAllocs)
+			}
+			if n := released.Load(); n != tt.wantRelease {
+				t.Errorf("released %d times, want %d", n, tt.wantRelease)
+			}
+		})
 	}
 }
 
