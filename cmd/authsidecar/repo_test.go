@@ -43,3 +43,65 @@ func TestNoBuiltFilesCommitted(t *testing.T) {
 		}
 	}
 }
+
+// layers places every package of the module (docs/development.md,
+// "Layout"): a package imports only packages of lower layers, so nothing
+// imports one above it and the graph has no cycle. A new package gets a
+// line here, which is where to think about where it belongs.
+var layers = map[string]int{
+	"internal/": 0, // every internal package: helpers that import no other layer (Go keeps them acyclic among themselves)
+	"config":    1, "health": 1, "server": 1, "webclient": 1, "demoidp": 1, "mail": 1, "revocation": 1,
+	"proxy": 2, "issuer": 2,
+	"jwks": 3, "sqlstore": 3,
+	"idp":     4,
+	"sidecar": 5,
+	"cmd/":    6,
+}
+
+// onlyConfig: the packages that may read config. Every other package
+// takes options, so it can be used and tested without a config file.
+var onlyConfig = map[string]bool{"sidecar": true, "cmd/authsidecar": true, "cmd/authsidecar-bench": true}
+
+func layerOf(pkg string) (int, bool) {
+	if l, ok := layers[pkg]; ok {
+		return l, true
+	}
+	for prefix, l := range layers {
+		if strings.HasSuffix(prefix, "/") && strings.HasPrefix(pkg, prefix) {
+			return l, true
+		}
+	}
+	return 0, false
+}
+
+func TestPackageLayers(t *testing.T) {
+	const module = "github.com/authsidecar/authsidecar/"
+	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}}{{range .Imports}} {{.}}{{end}}`, "../../...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		fields := strings.Fields(line)
+		pkg := strings.TrimPrefix(fields[0], module)
+		from, ok := layerOf(pkg)
+		if !ok {
+			t.Errorf("package %s has no layer: add it to layers", pkg)
+			continue
+		}
+		for _, imp := range fields[1:] {
+			if !strings.HasPrefix(imp, module) {
+				continue
+			}
+			imp = strings.TrimPrefix(imp, module)
+			to, ok := layerOf(imp)
+			switch {
+			case !ok:
+				t.Errorf("package %s has no layer: add it to layers", imp)
+			case to >= from && !(strings.HasPrefix(pkg, "internal/") && strings.HasPrefix(imp, "internal/")):
+				t.Errorf("%s (layer %d) imports %s (layer %d): a package imports only lower layers", pkg, from, imp, to)
+			case imp == "config" && !onlyConfig[pkg]:
+				t.Errorf("%s imports config: only %v read the configuration; take options instead", pkg, onlyConfig)
+			}
+		}
+	}
+}
