@@ -266,6 +266,14 @@ func (b *bench) runScenario(ctx context.Context, d scenarioDef) (scenarioReport,
 	}
 	defer proc.stop()
 	sc := target{name: "sidecar", addr: proc.addr, pid: proc.pid()}
+	if b.o.AA && (d.bare || d.floor) {
+		// The same binary and flags as the baseline, started the same
+		// way: any ratio but 1.00x is the method's.
+		if sc, err = b.startBare(ctx, "bare-aa-"+string(d.key)); err != nil {
+			return sr, err
+		}
+		sc.name = "sidecar"
+	}
 	b.scPID = sc.pid
 	targets := []target{sc}
 	switch {

@@ -28,6 +28,7 @@ type benchOptions struct {
 	Keep        bool          // keep the temporary directory (logs, config)
 	Timeout     time.Duration // hard limit on the whole run
 	Smoke       bool
+	AA          bool   // a second bare proxy in the sidecar's place: the method's own bias
 	BarePool    bool   // the bare proxy and the floor recycle their copy buffers
 	SidecarBin  string // a prebuilt authsidecar binary ("": build ./cmd/authsidecar)
 }
@@ -53,6 +54,7 @@ func parseBenchFlags(args []string, stderr io.Writer) (benchOptions, error) {
 	fs.DurationVar(&o.Timeout, "timeout", 15*time.Minute, "hard limit on the whole run")
 	fs.StringVar(&o.SidecarBin, "sidecar-bin", "", "run this authsidecar binary instead of building ./cmd/authsidecar (to compare two builds, run the benchmark with each in turn)")
 	fs.BoolVar(&o.BarePool, "bare-buffer-pool", true, "give the bare proxy and the floor a ReverseProxy.BufferPool, as the sidecar has (false: stdlib defaults)")
+	fs.BoolVar(&o.AA, "aa", false, "calibration: measure a second bare proxy in the sidecar's place wherever the sidecar is compared with the bare proxy (a, a-nolog, a-rev1m, b, c, d), so each sidecar/bare ratio is the method's own bias, ideally 1.00x; the goal notes do not apply")
 	fs.BoolVar(&o.Smoke, "smoke", false, "a quick check that everything works (a few seconds of load): 1 run of 150ms per target, 4 connections (16 in g and g-64), 6 users, 12 JWTs; PostgreSQL scenarios included when there is a PostgreSQL")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: authsidecar-bench [flags]\n       authsidecar-bench seed -users N -db PATH\n\nflags:\n")

@@ -232,4 +232,16 @@ func TestSummarizeFloor(t *testing.T) {
 	if a.Floor != nil || a.FloorRatio != nil || a.FloorOverBare != nil || a.Ratio == nil {
 		t.Errorf("a: floor %v, sidecar/floor %v, floor/bare %v, sidecar/bare %v; want only sidecar/bare", a.Floor, a.FloorRatio, a.FloorOverBare, a.Ratio)
 	}
+
+	// An A/A calibration (-aa) says so, and judges no goal by it.
+	a.Key = string(scenBusiness)
+	aa := report{Scenarios: []scenarioReport{a, sr}, Settings: settings{AA: true}}
+	aa.finish(0)
+	table = aa.markdown()
+	if !strings.Contains(table, "A/A CALIBRATION") || !strings.Contains(table, "A/A calibration (-aa)") {
+		t.Errorf("an A/A run's table does not say so:\n%s", table)
+	}
+	if strings.Contains(table, "goal for a") || strings.Contains(table, "goal for c") {
+		t.Errorf("an A/A run's table judges a goal:\n%s", table)
+	}
 }

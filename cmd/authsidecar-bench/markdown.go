@@ -40,6 +40,9 @@ func (r *report) markdown() string {
 	if st.Smoke {
 		b.WriteString("; SMOKE RUN (numbers are not meaningful)")
 	}
+	if st.AA {
+		b.WriteString("; A/A CALIBRATION: the rows named sidecar that have a bare baseline measure a second bare proxy, so their ratios are the method's bias, not the sidecar's cost")
+	}
 	b.WriteString("\n\n")
 	b.WriteString("| scenario | target | req/s | p50 | p90 | p99 | errors | CPU µs/req | steady RSS | peak RSS |\n")
 	b.WriteString("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|\n")
