@@ -66,14 +66,16 @@ var errHashBusy = errors.New("password hashing: every slot busy until the reques
 //     8,192 pages would be faulted in again by the next one), and then
 //     goes back the same way;
 //   - the new buffer reuses the dead one's pages only if nothing took
-//     some of them first: another goroutine allocating between the
-//     collection and the hash's allocation (a busy or loaded machine) can
-//     leave no 32 MiB in one piece, and the heap then grows by a buffer
-//     while the dead one's pages stay resident (seen as a peak of one
-//     buffer too many, once in some dozens of bursts). So once the hash
-//     has allocated, a look at the heap's free pages says whether the
-//     dead buffer's are still there, and if so they go back to the OS
-//     (rarely: the common case costs two reads of runtime metrics).
+//     some of them first: other goroutines allocating between the
+//     collection and the hash's allocation (a burst's waiting sign-ins,
+//     answered together when their deadlines pass) can leave no 32 MiB in
+//     one piece, and the heap then grows by a buffer while the dead one's
+//     pages stay resident. So a burst sets a soft memory limit
+//     (limitBurst), under which the runtime hands free pages back before
+//     paging new ones in; and once a hash has allocated, a look at the
+//     heap's free pages says whether the dead buffer's are still there,
+//     and if so they go back to the OS (checkFragment; the common case
+//     costs two reads of runtime metrics).
 type hasher struct {
 	params ScryptParams
 	slots  *hashSlots
@@ -87,6 +89,9 @@ type hasher struct {
 	release    func()                          // collects and returns free heap pages to the OS: debug.FreeOSMemory
 	releasing  sync.Mutex                      // one release at a time
 	heap       func() (allocated, free uint64) // bytes allocated so far; free heap pages not returned to the OS
+	ready      func() uint64                   // bytes of memory the runtime holds ready (resident or about to be)
+	setLimit   func(int64) int64               // debug.SetMemoryLimit
+	burstLimit int64                           // the memory limit in force before the burst set one; 0: none set
 	checkAfter time.Duration                   // when the fragment check first looks
 
 	mu      sync.Mutex
@@ -111,13 +116,27 @@ const (
 
 func newHasher(params ScryptParams, concurrency int) *hasher {
 	return &hasher{params: params.orDefault(), slots: newHashSlots(concurrency), linger: linger,
-		collect: runtime.GC, cycles: gcCycles, release: debug.FreeOSMemory, heap: heapFree, checkAfter: fragmentCheck}
+		collect: runtime.GC, cycles: gcCycles, release: debug.FreeOSMemory, heap: heapFree, checkAfter: fragmentCheck,
+		ready: readyMemory, setLimit: debug.SetMemoryLimit}
 }
 
 // fragmentCheck is when the check for a dead buffer's pages left beside
 // the new one first looks: a hash allocates within microseconds of
 // starting, unless its goroutine waits for a CPU.
 const fragmentCheck = 5 * time.Millisecond
+
+// readyMemory reads the memory the runtime has mapped and not returned
+// to the OS: what its memory limit counts.
+func readyMemory() uint64 {
+	s := []rtmetrics.Sample{{Name: "/memory/classes/total:bytes"}, {Name: "/memory/classes/heap/released:bytes"}}
+	rtmetrics.Read(s)
+	return s[0].Value.Uint64() - s[1].Value.Uint64()
+}
+
+// burstHeadroom is what a burst's memory limit allows beyond the memory
+// ready when the burst began and one more buffer: the waiting requests'
+// connections and the heap's growth between collections.
+const burstHeadroom = 24 << 20
 
 // heapFree reads the bytes allocated so far and the heap's free pages
 // that were not returned to the OS.
@@ -161,7 +180,11 @@ func (h *hasher) acquire(ctx context.Context) error {
 	h.gen++
 	// A hash starting right after a burst ended is its tail (a client's
 	// sign-in after its sign-up): released at once like the burst.
+	wasWide := h.wide
 	h.wide = h.wide || h.running > 1 || h.running == 1 && time.Since(h.wideEnd) < burstTail
+	if h.wide && !wasWide {
+		h.limitBurst()
+	}
 	reuse := h.lingering // the goal already counts the lingering buffer
 	h.lingering = false
 	h.mu.Unlock()
@@ -176,9 +199,11 @@ func (h *hasher) acquire(ctx context.Context) error {
 	h.mu.Unlock()
 	if stale {
 		h.collect()
-		allocated, free := h.heap()
-		time.AfterFunc(h.checkAfter, func() { h.checkFragment(allocated, free, 10) })
 	}
+	// Whether this collection freed the dead buffer or an earlier one
+	// did, its pages are free now; look once the hash has allocated.
+	allocated, free := h.heap()
+	time.AfterFunc(h.checkAfter, func() { h.checkFragment(allocated, free, 10) })
 	if !reuse {
 		gcfloor.Expect(h.bufBytes(), true)
 	}
@@ -230,6 +255,7 @@ func (h *hasher) put() {
 	lone := idle && !wide
 	if idle {
 		h.wide = false
+		h.unlimitBurst()
 	}
 	h.lingering = lone
 	h.mu.Unlock()
@@ -260,6 +286,33 @@ func (h *hasher) put() {
 				h.releaseMemory()
 			}
 		})
+	}
+}
+
+// limitBurst sets a soft memory limit for a burst that runs hashes side
+// by side (h.mu held): the memory ready now, one more buffer and some
+// headroom. It is not there to make the collector run (the buffers hold
+// no pointers, and the goal counts them already) but for the runtime's
+// own rule that an allocation paging memory in past the limit first
+// returns free pages to the OS: a new buffer that could not take the dead
+// one's pages (fragmented by other goroutines' allocations between the
+// collection and the hash) then costs no resident memory beyond the
+// bound. A lower limit already in force (GOMEMLIMIT) stays.
+func (h *hasher) limitBurst() {
+	limit := int64(h.ready()) + h.bufBytes() + burstHeadroom
+	prior := h.setLimit(-1)
+	if prior <= limit {
+		return
+	}
+	h.setLimit(limit)
+	h.burstLimit = prior
+}
+
+// unlimitBurst puts back the limit in force before the burst (h.mu held).
+func (h *hasher) unlimitBurst() {
+	if h.burstLimit != 0 {
+		h.setLimit(h.burstLimit)
+		h.burstLimit = 0
 	}
 }
 

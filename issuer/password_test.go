@@ -3,9 +3,11 @@ package issuer
 import (
 	"context"
 	"errors"
+	"math"
 	"net/http/httptest"
 	"runtime"
 	rtmetrics "runtime/metrics"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -133,9 +135,10 @@ func TestHasherReturnsFragment(t *testing.T) {
 			h.cycles = cycles.Load
 			h.release = func() { released.Add(1) }
 			var watching atomic.Bool
+			var before atomic.Uint64
 			h.heap = func() (uint64, uint64) {
-				if !watching.Load() {
-					return 0, 0
+				if !watching.Load() { // the first hash: its buffer came from fresh memory with nothing free
+					return before.Add(64 * mib), 0
 				}
 				n := looks.Add(1)
 				switch {
@@ -150,6 +153,7 @@ func TestHasherReturnsFragment(t *testing.T) {
 			if _, err := h.hash(ctx, "first"); err != nil { // dies, so the next hash collects
 				t.Fatal(err)
 			}
+			time.Sleep(20 * time.Millisecond) // the first hash's look is done
 			watching.Store(true)
 			if _, err := h.hash(ctx, "second"); err != nil {
 				t.Fatal(err)
@@ -275,5 +279,75 @@ func TestHasherBusy(t *testing.T) {
 	}
 	if e := hashErr(httptest.NewRecorder(), errors.New("boom")); e.status != 500 {
 		t.Errorf("other hashing errors: got %d, want 500", e.status)
+	}
+}
+
+// TestHasherBurstLimit: a burst that runs hashes side by side sets a soft
+// memory limit of the memory ready when it began, one more buffer and the
+// headroom, and puts back the limit before it when it ends; a lower limit
+// already in force (GOMEMLIMIT) is left alone.
+func TestHasherBurstLimit(t *testing.T) {
+	const mib = 1 << 20
+	for _, tt := range []struct {
+		name  string
+		prior int64
+		want  []int64 // the limits set, in order
+	}{
+		{"no limit before", math.MaxInt64, []int64{100*mib + 4*mib + burstHeadroom, math.MaxInt64}},
+		{"a lower GOMEMLIMIT", 64 * mib, nil},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHasher(ScryptParams{N: 4096, R: 8, P: 1}, 2) // 4 MiB buffers
+			h.linger = time.Hour
+			var cycles atomic.Uint64
+			h.collect = func() { cycles.Add(2) }
+			h.cycles = cycles.Load
+			h.release = func() {}
+			h.heap = func() (uint64, uint64) { return 1 << 40, 0 }
+			h.ready = func() uint64 { return 100 * mib }
+			var mu sync.Mutex
+			limit, set := tt.prior, []int64(nil)
+			h.setLimit = func(n int64) int64 {
+				mu.Lock()
+				defer mu.Unlock()
+				prior := limit
+				if n >= 0 {
+					limit = n
+					set = append(set, n)
+				}
+				return prior
+			}
+			// Two at once hold both slots: a burst.
+			release := make(chan struct{})
+			var wg sync.WaitGroup
+			for range 2 {
+				wg.Go(func() {
+					if err := h.acquire(context.Background()); err != nil {
+						t.Error(err)
+						return
+					}
+					<-release
+					h.put()
+				})
+			}
+			for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+				h.mu.Lock()
+				running := h.running
+				h.mu.Unlock()
+				if running == 2 || time.Now().After(deadline) {
+					break
+				}
+			}
+			close(release)
+			wg.Wait()
+			mu.Lock()
+			defer mu.Unlock()
+			if !slices.Equal(set, tt.want) {
+				t.Errorf("limits set %v, want %v", set, tt.want)
+			}
+			if limit != tt.prior {
+				t.Errorf("after the burst the limit is %d, want %d as before", limit, tt.prior)
+			}
+		})
 	}
 }
