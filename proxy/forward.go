@@ -20,7 +20,7 @@ func newTransport(responseHeaderTimeout time.Duration, maxConns int) *http.Trans
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.MaxIdleConns = maxConns
 	t.MaxIdleConnsPerHost = maxConns
-	t.IdleConnTimeout = 90 * time.Second
+	t.IdleConnTimeout = upstreamIdleTimeout
 	t.ResponseHeaderTimeout = responseHeaderTimeout
 	// The upstream's encoding passes through untouched.
 	t.DisableCompression = true

@@ -33,7 +33,9 @@ const (
 )
 
 // NewUpstream returns the RoundTripper a Proxy sends requests upstream
-// with: a tuned clone of http.DefaultTransport behind a bound on the
+// with: conns for a GET or HEAD without a body to an http upstream (the
+// common case, on the caller's goroutine), a tuned clone of
+// http.DefaultTransport for anything else, both behind a bound on the
 // requests in flight, as Envoy's circuit breakers bound an upstream
 // cluster (max_requests, max_pending_requests). Without it, a thousand
 // clients arriving at once open a thousand upstream connections, each
@@ -54,6 +56,7 @@ func NewUpstream(o UpstreamOptions) http.RoundTripper {
 	}
 	return &boundedTransport{
 		rt:         newTransport(o.ResponseHeaderTimeout, o.MaxConns),
+		direct:     newConns(o.ResponseHeaderTimeout, o.MaxConns),
 		slots:      make(chan struct{}, o.MaxConns),
 		maxPending: int64(o.MaxPending),
 		wait:       o.ResponseHeaderTimeout,
@@ -65,10 +68,11 @@ func NewUpstream(o UpstreamOptions) http.RoundTripper {
 // 503 with Retry-After, like any overload.
 var errUpstreamBusy = errors.New("upstream: every connection busy")
 
-// boundedTransport lets at most cap(slots) requests through to rt at
-// once; the next maxPending wait for a slot.
+// boundedTransport lets at most cap(slots) requests through to direct
+// or rt at once; the next maxPending wait for a slot.
 type boundedTransport struct {
 	rt         *http.Transport
+	direct     *conns
 	slots      chan struct{}
 	pending    atomic.Int64
 	maxPending int64
@@ -79,7 +83,13 @@ func (t *boundedTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	if err := t.acquire(r.Context()); err != nil {
 		return nil, err
 	}
-	res, err := t.rt.RoundTrip(r)
+	var res *http.Response
+	var err error
+	if t.direct.eligible(r) {
+		res, err = t.direct.RoundTrip(r)
+	} else {
+		res, err = t.rt.RoundTrip(r)
+	}
 	if err != nil {
 		t.release()
 		return nil, err
@@ -95,7 +105,10 @@ func (t *boundedTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 }
 
 // CloseIdleConnections closes the idle upstream connections.
-func (t *boundedTransport) CloseIdleConnections() { t.rt.CloseIdleConnections() }
+func (t *boundedTransport) CloseIdleConnections() {
+	t.rt.CloseIdleConnections()
+	t.direct.CloseIdleConnections()
+}
 
 func (t *boundedTransport) acquire(ctx context.Context) error {
 	select {
