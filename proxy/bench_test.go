@@ -94,7 +94,7 @@ func BenchmarkProxyHot(b *testing.B) {
 			if accessLog {
 				access = proxy.JSONAccessLog(io.Discard, log)
 			}
-			h := proxy.Chain(p, proxy.Recover(log), proxy.RequestID(), proxy.Observe(nil, access))
+			h := proxy.Chain(p, proxy.RequestID(), proxy.Observe(nil, access), proxy.Recover(log))
 			req := httptest.NewRequest("GET", "/api/tasks", nil)
 			req.Header.Set("Authorization", "Bearer "+mint("user-1"))
 			b.ReportAllocs()
@@ -127,7 +127,7 @@ func benchProxyCold(b *testing.B, cacheSize int) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	h := proxy.Chain(p, proxy.Recover(log), proxy.RequestID(), proxy.Observe(nil, proxy.JSONAccessLog(io.Discard, log)))
+	h := proxy.Chain(p, proxy.RequestID(), proxy.Observe(nil, proxy.JSONAccessLog(io.Discard, log)), proxy.Recover(log))
 	reqs := make([]*http.Request, b.N)
 	for i := range reqs {
 		reqs[i] = httptest.NewRequest("GET", "/api/tasks", nil)

@@ -28,6 +28,7 @@ func Chain(h http.Handler, ms ...Middleware) http.Handler {
 // Recover turns a panic into a 500 JSON answer and a log line, so one bad
 // request never takes the process down. http.ErrAbortHandler is re-raised:
 // it is how a handler aborts a response on purpose (ReverseProxy does).
+// Inside Observe, so the 500 is counted and logged like any answer.
 func Recover(log *slog.Logger) Middleware {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -104,45 +105,65 @@ func Observe(m *Metrics, access AccessLog) Middleware {
 			st := &observed{sw: statusWriter{ResponseWriter: w}}
 			st.ctx.Context = r.Context()
 			r = r.WithContext(&st.ctx)
-			info := &st.ctx.info
 			if m != nil {
 				m.inflight.Add(1)
 				defer m.inflight.Add(-1)
 			}
-			next.ServeHTTP(&st.sw, r)
-			status := st.sw.status
-			if status == 0 {
-				status = http.StatusOK
-			}
-			end := time.Now()
-			elapsed := end.Sub(start)
-			class := info.Class.String()
-			if m != nil {
-				m.observeRequest(info.Class, status, elapsed.Seconds())
-				if info.Reason != "" {
-					m.failures.WithLabelValues(class, info.Reason).Inc()
+			returned := false
+			defer func() {
+				if !returned {
+					// A panic: http.ErrAbortHandler, an answer cut short (the
+					// client left a stream, the upstream cut a body), which
+					// the server recovers by closing the connection. The
+					// request is still counted and logged, then the panic
+					// goes on. (Recover, inside, turned any other into a 500.)
+					st.finish(m, access, r, start, CloseReasonAborted)
 				}
-			}
-			if access == nil {
-				return
-			}
-			path := info.path
-			if path == "" {
-				path = r.URL.EscapedPath()
-			}
-			path = LogPath(path)
-			if len(path) > 256 {
-				path = path[:256]
-			}
-			id := requestID(r.Header)
-			st.entry = AccessEntry{
-				Time: end, Method: r.Method, Path: path, Class: class, Status: status,
-				Duration: elapsed, Bytes: st.sw.bytes, RequestID: id, UserID: info.UserID, Reason: info.Reason,
-				CloseReason: info.CloseReason(),
-			}
-			access.LogRequest(r.Context(), &st.entry)
+			}()
+			next.ServeHTTP(&st.sw, r)
+			returned = true
+			st.finish(m, access, r, start, st.ctx.info.CloseReason())
 		})
 	}
+}
+
+// CloseReasonAborted is the access log's close_reason for an answer cut
+// short: the connection was closed in the middle of it.
+const CloseReasonAborted = "aborted"
+
+// finish counts and logs the request once its handler is done.
+func (st *observed) finish(m *Metrics, access AccessLog, r *http.Request, start time.Time, closeReason string) {
+	info := &st.ctx.info
+	status := st.sw.status
+	if status == 0 {
+		status = http.StatusOK
+	}
+	end := time.Now()
+	elapsed := end.Sub(start)
+	class := info.Class.String()
+	if m != nil {
+		m.observeRequest(info.Class, status, elapsed.Seconds())
+		if info.Reason != "" {
+			m.failures.WithLabelValues(class, info.Reason).Inc()
+		}
+	}
+	if access == nil {
+		return
+	}
+	path := info.path
+	if path == "" {
+		path = r.URL.EscapedPath()
+	}
+	path = LogPath(path)
+	if len(path) > 256 {
+		path = path[:256]
+	}
+	st.entry = AccessEntry{
+		Time: end, Method: r.Method, Path: path, Class: class, Status: status,
+		Duration: elapsed, Bytes: st.sw.bytes, RequestID: requestID(r.Header), UserID: info.UserID, Reason: info.Reason,
+		CloseReason: closeReason,
+	}
+	access.LogRequest(r.Context(), &st.entry)
 }
 
 // observed is Observe's per-request state in one allocation instead of

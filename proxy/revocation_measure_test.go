@@ -119,7 +119,7 @@ func hotStack(t testing.TB, set proxy.Revocations) (http.Handler, *http.Request)
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := proxy.Chain(p, proxy.Recover(log), proxy.RequestID(), proxy.Observe(nil, nil))
+	h := proxy.Chain(p, proxy.RequestID(), proxy.Observe(nil, nil), proxy.Recover(log))
 	req := httptest.NewRequest("GET", "/api/tasks", nil)
 	req.Header.Set("Authorization", "Bearer "+sign(priv, map[string]any{"alg": "EdDSA", "kid": "k1", "typ": "JWT"}, map[string]any{
 		"sub": "user-1", "sid": "0123456789abcdef0123456789abcdef", "iat": time.Now().Unix(), "iat_ms": time.Now().UnixMilli(),

@@ -261,11 +261,12 @@ func (st *stack) build(cfg config.Config, ver *verification, idps *idp.Set) (*ge
 	if err != nil {
 		return nil, err
 	}
-	// The request path, outermost first.
+	// The request path, outermost first. Recover is inside Observe, so
+	// that a panic's 500 is counted and logged like any answer.
 	h := proxy.Chain(p,
-		proxy.Recover(log),
 		proxy.RequestID(),
 		proxy.Observe(st.metrics, st.lg.accessFor(cfg.Log)),
+		proxy.Recover(log),
 	)
 	return &generation{handler: h, ver: ver}, nil
 }
