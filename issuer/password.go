@@ -134,9 +134,9 @@ func readyMemory() uint64 {
 }
 
 // burstHeadroom is what a burst's memory limit allows beyond the memory
-// ready when the burst began and one more buffer: the waiting requests'
-// connections and the heap's growth between collections.
-const burstHeadroom = 24 << 20
+// in use when a hash starts and its buffer: the heap's growth until the
+// next hash starts (the waiting requests' connections among it).
+const burstHeadroom = 16 << 20
 
 // heapFree reads the bytes allocated so far and the heap's free pages
 // that were not returned to the OS.
@@ -180,11 +180,7 @@ func (h *hasher) acquire(ctx context.Context) error {
 	h.gen++
 	// A hash starting right after a burst ended is its tail (a client's
 	// sign-in after its sign-up): released at once like the burst.
-	wasWide := h.wide
 	h.wide = h.wide || h.running > 1 || h.running == 1 && time.Since(h.wideEnd) < burstTail
-	if h.wide && !wasWide {
-		h.limitBurst()
-	}
 	reuse := h.lingering // the goal already counts the lingering buffer
 	h.lingering = false
 	h.mu.Unlock()
@@ -203,6 +199,11 @@ func (h *hasher) acquire(ctx context.Context) error {
 	// Whether this collection freed the dead buffer or an earlier one
 	// did, its pages are free now; look once the hash has allocated.
 	allocated, free := h.heap()
+	h.mu.Lock()
+	if h.wide {
+		h.limitBurst(h.ready(), free)
+	}
+	h.mu.Unlock()
 	time.AfterFunc(h.checkAfter, func() { h.checkFragment(allocated, free, 10) })
 	if !reuse {
 		gcfloor.Expect(h.bufBytes(), true)
@@ -289,23 +290,34 @@ func (h *hasher) put() {
 	}
 }
 
-// limitBurst sets a soft memory limit for a burst that runs hashes side
-// by side (h.mu held): the memory ready now, one more buffer and some
-// headroom. It is not there to make the collector run (the buffers hold
-// no pointers, and the goal counts them already) but for the runtime's
-// own rule that an allocation paging memory in past the limit first
-// returns free pages to the OS: a new buffer that could not take the dead
-// one's pages (fragmented by other goroutines' allocations between the
-// collection and the hash) then costs no resident memory beyond the
-// bound. A lower limit already in force (GOMEMLIMIT) stays.
-func (h *hasher) limitBurst() {
-	limit := int64(h.ready()) + h.bufBytes() + burstHeadroom
-	prior := h.setLimit(-1)
-	if prior <= limit {
-		return
+// limitBurst sets a soft memory limit as each hash of a burst that runs
+// hashes side by side starts (h.mu held): the memory in use (ready, less
+// the heap's free pages, the dead buffer's among them), the new buffer,
+// and some headroom. It is not there to make the collector run (the
+// buffers hold no pointers, and the goal counts them already) but for the
+// runtime's own rule that an allocation paging memory in past the limit
+// first returns free pages to the OS: a new buffer that could not take
+// the dead one's pages (fragmented by other goroutines' allocations
+// between the collection and the hash) then costs no resident memory
+// beyond the bound, without waiting for the fragment check. (Set once
+// from the memory ready when the burst began, the limit counted the
+// waiting connections twice and a third buffer fit under it:
+// TestMemoryBounded saw 33 MiB of such free pages under a loaded CI.) A
+// lower limit already in force (GOMEMLIMIT) stays.
+func (h *hasher) limitBurst(ready, free uint64) {
+	inUse := ready
+	if free < ready { // two reads, not one snapshot
+		inUse -= free
 	}
-	h.setLimit(limit)
-	h.burstLimit = prior
+	limit := int64(inUse) + h.bufBytes() + burstHeadroom
+	if h.burstLimit == 0 {
+		prior := h.setLimit(-1)
+		if prior <= limit {
+			return
+		}
+		h.burstLimit = prior
+	}
+	h.setLimit(min(limit, h.burstLimit))
 }
 
 // unlimitBurst puts back the limit in force before the burst (h.mu held).
