@@ -11,7 +11,9 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"net/textproto"
+	"net/url"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -68,6 +70,12 @@ func (c *conns) eligible(r *http.Request) bool {
 	}
 	if _, ok := r.Header["Upgrade"]; ok {
 		return false
+	}
+	// A host the Transport would turn into punycode stays with it.
+	for i := 0; i < len(r.URL.Host); i++ {
+		if r.URL.Host[i] >= 0x80 {
+			return false
+		}
 	}
 	// The Transport refuses a header value it cannot send as it is, where
 	// Request.Write would turn a line break into a space. The client's
@@ -126,6 +134,15 @@ func (l *limitedConn) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// dialAddr is the address a request to u is sent to: its host and port,
+// 80 when the URL names none (http://app, as the Transport dials it).
+func dialAddr(u *url.URL) string {
+	if u.Port() != "" {
+		return u.Host
+	}
+	return net.JoinHostPort(u.Hostname(), "80")
+}
+
 // aLongTimeAgo is a deadline that has passed: it wakes any read or write
 // on the connection at once.
 var aLongTimeAgo = time.Unix(1, 0)
@@ -134,8 +151,13 @@ var aLongTimeAgo = time.Unix(1, 0)
 // from the connection.
 func (c *conns) RoundTrip(r *http.Request) (*http.Response, error) {
 	ctx := r.Context()
+	addr := dialAddr(r.URL)
 	for {
-		pc, reused, err := c.get(ctx, r.URL.Host)
+		if err := ctx.Err(); err != nil {
+			// Already over: nothing goes upstream (as on the Transport).
+			return nil, err
+		}
+		pc, reused, err := c.get(ctx, addr)
 		if err != nil {
 			return nil, err
 		}
@@ -143,7 +165,6 @@ func (c *conns) RoundTrip(r *http.Request) (*http.Response, error) {
 		if err == nil {
 			return res, nil
 		}
-		pc.c.Close()
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
@@ -168,21 +189,30 @@ func (c *conns) exchange(ctx context.Context, pc *upConn, r *http.Request) (*htt
 	// body. A deadline set after it would undo that: setReadDeadline
 	// looks at the context after each.
 	stop := context.AfterFunc(ctx, func() { pc.c.SetDeadline(aLongTimeAgo) })
+	handedOver := false
+	defer func() {
+		if !handedOver { // an error, or a panic in a 1xx trace hook
+			stop()
+			pc.c.Close()
+		}
+	}()
 	res, err := c.exchangeHeader(ctx, pc, r)
 	if err != nil {
-		stop()
 		return nil, err
 	}
-	if res.StatusCode == http.StatusSwitchingProtocols {
-		// eligible sends no Upgrade: the upstream is confused, and the
-		// connection is no longer HTTP. The caller refuses the answer.
-		stop()
-		pc.c.Close()
+	if res.StatusCode <= 199 {
+		// A 101 nobody asked for (eligible sends no Upgrade), after which
+		// the connection is no longer HTTP, or a status below 100, which
+		// no HTTP defines: the caller refuses the answer, and the
+		// connection goes (as the Transport's reader does).
 		res.Body = http.NoBody
 		return res, nil
 	}
 	// No body (HEAD, 204, 304, a length of 0) is an end already.
-	res.Body = &connBody{ctx: ctx, rc: res.Body, pc: pc, c: c, keep: !res.Close && !r.Close, stop: stop, eof: res.Body == http.NoBody}
+	body := &connBody{ctx: ctx, rc: res.Body, pc: pc, c: c, keep: !res.Close && !r.Close, stop: stop}
+	body.eof.Store(res.Body == http.NoBody)
+	res.Body = body
+	handedOver = true
 	return res, nil
 }
 
@@ -202,7 +232,7 @@ func (c *conns) exchangeHeader(ctx context.Context, pc *upConn, r *http.Request)
 		if err != nil {
 			return nil, err
 		}
-		if code := res.StatusCode; code > 199 || code == http.StatusSwitchingProtocols {
+		if code := res.StatusCode; code < 100 || code > 199 || code == http.StatusSwitchingProtocols {
 			pc.lr.limit = math.MaxInt64
 			pc.setReadDeadline(ctx, time.Time{}) // a body may stream for long
 			return res, nil
@@ -237,17 +267,19 @@ type connBody struct {
 	c    *conns
 	keep bool        // neither side asked to close the connection
 	stop func() bool // the context's watch on the connection
-	eof  bool
-	done bool
+	// eof and done are atomic: Close may come from another goroutine
+	// while a Read waits (as http.Response.Body allows).
+	eof  atomic.Bool
+	done atomic.Bool
 }
 
 func (b *connBody) Read(p []byte) (int, error) {
-	if b.done {
+	if b.done.Load() {
 		return 0, http.ErrBodyReadAfterClose
 	}
 	n, err := b.rc.Read(p)
 	if err == io.EOF {
-		b.eof = true
+		b.eof.Store(true)
 	} else if err != nil && b.ctx.Err() != nil {
 		// The deadline the context's end set, as the Transport says it:
 		// the client went away, nothing for the log.
@@ -257,15 +289,24 @@ func (b *connBody) Read(p []byte) (int, error) {
 }
 
 func (b *connBody) Close() error {
-	if b.done {
+	if b.done.Swap(true) {
 		return nil
 	}
-	b.done = true
+	if !b.eof.Load() {
+		// Cut short: the connection goes first, which also wakes a Read
+		// waiting on it; the transfer body's Close would otherwise read
+		// the rest of the answer (an endless stream: forever), where the
+		// Transport drops it.
+		b.stop()
+		b.pc.c.Close()
+		b.rc.Close()
+		return nil
+	}
 	b.rc.Close()
 	// The watch must be stopped before the connection is shared again:
 	// false means it ran, and the connection's deadline has passed. Bytes
 	// already read past the answer were not asked for.
-	if b.stop() && b.eof && b.keep && b.pc.br.Buffered() == 0 {
+	if b.stop() && b.keep && b.pc.br.Buffered() == 0 {
 		b.c.put(b.pc)
 	} else {
 		b.pc.c.Close()

@@ -453,3 +453,165 @@ func TestConnsSweep(t *testing.T) {
 		t.Errorf("after the sweep: %d hosts idle, sweeping %v", len(c.idle), c.sweeping)
 	}
 }
+
+func TestConnsDialAddr(t *testing.T) {
+	for in, want := range map[string]string{
+		"http://app":            "app:80",
+		"http://app:8080":       "app:8080",
+		"http://127.0.0.1":      "127.0.0.1:80",
+		"http://[::1]":          "[::1]:80",
+		"http://[::1]:3000/x?y": "[::1]:3000",
+	} {
+		u, _ := url.Parse(in)
+		if got := dialAddr(u); got != want {
+			t.Errorf("%s: %q, want %q", in, got, want)
+		}
+	}
+	r, _ := http.NewRequest(http.MethodGet, "http://bücher.example/x", nil)
+	if newConns(time.Second, 1).eligible(r) {
+		t.Error("a host the Transport would write in punycode went to conns")
+	}
+}
+
+// TestConnsOddStatus: an answer with a status below 100 (three digits,
+// which ReadResponse takes) is a 502 on either path, not a panic, and
+// the slot and the connection go back: with one slot, the next request
+// is answered.
+func TestConnsOddStatus(t *testing.T) {
+	up := newRawUpstream(t, func(_ int, c net.Conn, br *bufio.Reader) {
+		for {
+			req, err := http.ReadRequest(br)
+			if err != nil {
+				return
+			}
+			io.Copy(io.Discard, req.Body)
+			if req.URL.Path == "/open/odd" {
+				io.WriteString(c, "HTTP/1.1 099 Odd\r\nContent-Length: 0\r\n\r\n")
+				continue
+			}
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+		}
+	})
+	u, _ := url.Parse("http://" + up.addr)
+	rt := testUpstream(t, UpstreamOptions{MaxConns: 1, ResponseHeaderTimeout: 5 * time.Second})
+	p, err := New(Options{Upstream: u, Auth: http.NotFoundHandler(), Verifier: refuseAll{}, Passthrough: []string{"/open/"}, Transport: rt})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(p)
+	defer srv.Close()
+	for _, method := range []string{http.MethodGet, http.MethodPost} {
+		for _, tc := range []struct {
+			path string
+			want int
+		}{{"/open/odd", http.StatusBadGateway}, {"/open/ok", http.StatusOK}, {"/open/odd", http.StatusBadGateway}, {"/open/ok", http.StatusOK}} {
+			var body io.Reader
+			if method == http.MethodPost {
+				body = strings.NewReader("x=1")
+			}
+			req, _ := http.NewRequest(method, srv.URL+tc.path, body)
+			res, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatalf("%s %s: %v", method, tc.path, err)
+			}
+			io.Copy(io.Discard, res.Body)
+			res.Body.Close()
+			if res.StatusCode != tc.want {
+				t.Errorf("%s %s: %d, want %d", method, tc.path, res.StatusCode, tc.want)
+			}
+		}
+	}
+}
+
+// TestConnsEarlyClose: a body closed before its end drops the connection
+// at once, as the Transport does, instead of reading the rest (here an
+// endless stream), and a Close from another goroutine wakes a Read
+// waiting on the connection.
+func TestConnsEarlyClose(t *testing.T) {
+	hold := make(chan struct{})
+	defer close(hold)
+	up := newRawUpstream(t, func(_ int, c net.Conn, br *bufio.Reader) {
+		if !readRequest(br) {
+			return
+		}
+		io.WriteString(c, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n")
+		for {
+			select {
+			case <-hold:
+				return
+			case <-time.After(time.Millisecond):
+			}
+			if _, err := io.WriteString(c, "1\r\nx\r\n"); err != nil {
+				return
+			}
+		}
+	})
+	rt := testUpstream(t, UpstreamOptions{MaxConns: 4})
+	req, _ := http.NewRequest(http.MethodGet, "http://"+up.addr+"/stream", nil)
+	res, err := rt.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 5)
+	io.ReadFull(res.Body, buf)
+	closed := make(chan struct{})
+	go func() { res.Body.Close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(3 * time.Second):
+		t.Fatal("Close before the end of an endless body did not return")
+	}
+
+	quiet := newRawUpstream(t, func(_ int, c net.Conn, br *bufio.Reader) {
+		if readRequest(br) {
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nsome")
+			<-hold
+		}
+	})
+	req, _ = http.NewRequest(http.MethodGet, "http://"+quiet.addr+"/slow", nil)
+	res, err = rt.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := make(chan error, 1)
+	go func() {
+		_, err := io.ReadAll(res.Body)
+		read <- err
+	}()
+	time.Sleep(50 * time.Millisecond) // the Read waits for the rest
+	res.Body.Close()
+	select {
+	case err := <-read:
+		if err == nil {
+			t.Error("a Read cut by Close: no error")
+		}
+	case <-time.After(3 * time.Second):
+		t.Fatal("Close from another goroutine did not wake the waiting Read")
+	}
+}
+
+// TestConnsCanceledNotSent: a request whose context has already ended is
+// not sent upstream, even with a connection idle and ready.
+func TestConnsCanceledNotSent(t *testing.T) {
+	var got atomic.Int32
+	up := newRawUpstream(t, func(_ int, c net.Conn, br *bufio.Reader) {
+		for readRequest(br) {
+			got.Add(1)
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+		}
+	})
+	rt := testUpstream(t, UpstreamOptions{MaxConns: 4})
+	if _, err := fetch(t, rt, context.Background(), "http://"+up.addr+"/warm"); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for range 20 {
+		if _, err := fetch(t, rt, ctx, "http://"+up.addr+"/x"); !errors.Is(err, context.Canceled) {
+			t.Fatalf("a canceled request: %v, want context.Canceled", err)
+		}
+	}
+	if n := got.Load(); n != 1 {
+		t.Errorf("the upstream got %d requests, want 1 (the warm-up)", n)
+	}
+}

@@ -1,4 +1,4 @@
-//go:build unix
+//go:build linux || darwin || freebsd || netbsd || openbsd || dragonfly
 
 package proxy
 
@@ -28,8 +28,10 @@ func connAlive(c net.Conn) bool {
 	alive := false
 	err = rc.Read(func(fd uintptr) bool {
 		var b [1]byte
-		n, _, err := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
-		alive = n < 0 && (err == syscall.EAGAIN || err == syscall.EWOULDBLOCK)
+		_, _, err := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+		// Would block: nothing there. A byte, or 0 bytes (the end), or an
+		// error: not reusable.
+		alive = err == syscall.EAGAIN || err == syscall.EWOULDBLOCK
 		return true
 	})
 	return err == nil && alive

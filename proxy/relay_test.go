@@ -261,6 +261,7 @@ func TestRelayMatchesReverseProxy(t *testing.T) {
 				// different times.
 				outcomes[i].up.Header.Del("X-Forwarded-Host")
 				outcomes[i].client.Header.Del("Date")
+				outcomes[i].client.Informational = oneContinue(outcomes[i].client.Informational)
 			}
 			if tc.fix != nil {
 				tc.fix(&outcomes[0])
@@ -274,6 +275,24 @@ func TestRelayMatchesReverseProxy(t *testing.T) {
 			}
 		})
 	}
+}
+
+// oneContinue keeps the first of back-to-back 100 Continue answers. With
+// Expect: 100-continue a front's server sends its own 100 when the proxy's
+// Transport starts reading the body, unless the upstream's 100, passed on,
+// came first; under load the Transport stops waiting for that one
+// (ExpectContinueTimeout) and both go out. Either proxy does either, by
+// timing (a CI run saw two via ReverseProxy and one via the sidecar); a
+// client takes any number of them (RFC 9110 section 15.2).
+func oneContinue(in []informational) []informational {
+	var out []informational
+	for _, i := range in {
+		if i.Code == http.StatusContinue && len(out) > 0 && out[len(out)-1].Code == http.StatusContinue {
+			continue
+		}
+		out = append(out, i)
+	}
+	return out
 }
 
 // sendRelayCase sends tc to base on a fresh connection and reads the
