@@ -60,6 +60,17 @@ func TestOutboxKill9(t *testing.T) {
 			}
 			first.kill()
 			killed := time.Now()
+			// Released before the receiver noticed its sender gone, the
+			// held request would be answered 200 into a dead connection
+			// and counted as the delivery (a loaded CI run saw that).
+			for deadline := time.Now().Add(10 * time.Second); !recv.Requests()[0].Answered; time.Sleep(10 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatal("the receiver did not notice the killed sender leave within 10s")
+				}
+			}
+			if h := recv.Requests()[0]; h.Status != 0 {
+				t.Fatalf("the held request was answered %d, want 0 (its sender left)", h.Status)
+			}
 			release()
 			if engine == "sqlite" {
 				start()

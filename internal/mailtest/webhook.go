@@ -53,6 +53,9 @@ type Hook struct {
 	// Status is what the receiver answered; 0 when the sender left while
 	// the request was held.
 	Status int
+	// Answered: the receiver is done with it, and Status is final (a held
+	// request's is 0 until then).
+	Answered bool
 }
 
 // WebhookReceiver is a webhook endpoint on 127.0.0.1 that verifies each
@@ -212,7 +215,7 @@ func (r *WebhookReceiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		}
 	}
 	r.mu.Lock()
-	r.hooks[i].Status = code
+	r.hooks[i].Status, r.hooks[i].Answered = code, true
 	if code >= 200 && code < 300 {
 		r.delivered++
 		close(r.changed)
