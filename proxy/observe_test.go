@@ -1,7 +1,6 @@
 package proxy_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -9,31 +8,13 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/authsidecar/authsidecar/internal/syncbuf"
 	"github.com/authsidecar/authsidecar/proxy"
 )
-
-// syncBuffer is a log destination the handlers and the test share.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestObserveCountsPanicsAndAborts: in the order the sidecar chains them
 // (sidecar/stack.go), a handler's panic is answered 500 and that 500 is
@@ -62,7 +43,7 @@ func TestObserveCountsPanicsAndAborts(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			reg := prometheus.NewRegistry()
-			var access syncBuffer
+			var access syncbuf.Buffer
 			discard := slog.New(slog.NewTextHandler(io.Discard, nil))
 			h := proxy.Chain(tc.handler, proxy.RequestID(), proxy.Observe(proxy.NewMetrics(reg), proxy.JSONAccessLog(&access, discard)), proxy.Recover(discard))
 			srv := httptest.NewUnstartedServer(h)
