@@ -48,16 +48,14 @@ func (p *Proxy) relay(w http.ResponseWriter, r *http.Request, info *RequestInfo)
 	// Closed on every way out, a panic's included: the body holds the
 	// upstream connection and its slot (closing twice is harmless).
 	defer res.Body.Close()
-	if res.StatusCode == http.StatusSwitchingProtocols {
+	switch {
+	case res.StatusCode == http.StatusSwitchingProtocols:
 		// Nobody asked to switch: the upstream is confused.
-		res.Body.Close()
 		p.upstreamError(w, out.req, fmt.Errorf("upstream switched protocols (%q) on a request that asked for none", res.Header.Get("Upgrade")))
 		return
-	}
-	if res.StatusCode < 100 {
+	case res.StatusCode < 100:
 		// Three digits, so ReadResponse takes it, but no status HTTP
 		// defines (WriteHeader would panic on it).
-		res.Body.Close()
 		p.upstreamError(w, out.req, fmt.Errorf("upstream answered status %03d", res.StatusCode))
 		return
 	}
