@@ -47,6 +47,13 @@ func parseCallbackQuery(raw string) (callbackParams, bool) {
 		*k.dst = v[0]
 	}
 	_, p.hasIss = vals["iss"]
+	if len(p.encode()) > maxCallbackQuery {
+		// The bound holds for the query the form_post bounce sends too,
+		// whose escaping can be longer than what came (a space as "+"
+		// but "^" as "%5E"): otherwise a form_post accepted here would
+		// be bounced to a callback refused as too long.
+		return callbackParams{}, false
+	}
 	return p, true
 }
 
