@@ -60,6 +60,16 @@ type IdentityProvider struct {
 	// local user's email is verified too. Default true; false: such a
 	// sign-in is refused (account_not_linked).
 	LinkByEmail *bool `yaml:"link_by_email"`
+	// TrustUnverifiedEmail, for an oidc provider that never says whether
+	// an address is verified (no email_verified claim), lets its users
+	// sign up all the same. Their address is stored unverified and
+	// unclaimed: it reserves nothing (a password sign-up with it makes
+	// another user), is never mailed, and links to no existing user. An
+	// explicit link-social from a verified user with the same address is
+	// allowed. Default false: an identity whose email is not verified is
+	// refused (email_not_verified), nothing stored. google and github say
+	// it always: setting it for them is an error.
+	TrustUnverifiedEmail bool `yaml:"trust_unverified_email"`
 	// Endpoints override where the provider is reached. Zero: discovery
 	// (oidc) or the kind's documented endpoints (google, github).
 	Endpoints IdentityEndpoints `yaml:"endpoints"`
@@ -218,6 +228,9 @@ func (p *problems) identityProvider(at string, ip IdentityProvider) {
 		p.add(at+".allowed_organizations", "is only for kind github (use required_claims with your provider's groups claim)")
 	}
 	p.list(at+".allowed_organizations", ip.AllowedOrganizations, checkGitHubOrg)
+	if ip.TrustUnverifiedEmail && ip.Kind != KindOIDC {
+		p.add(at+".trust_unverified_email", "is only for kind oidc: %s always says whether an address is verified, and an unverified one must not sign in", ip.Kind)
+	}
 	p.identityEndpoints(at+".endpoints", ip.Kind, ip.Endpoints)
 }
 

@@ -24,6 +24,8 @@ func TestParseIdentityProviders(t *testing.T) {
 	}{
 		{"corp sign_up", corp.SignUpAllowed(), false},
 		{"corp link_by_email (default)", corp.LinksByEmail(), true},
+		{"corp trust_unverified_email", corp.TrustUnverifiedEmail, true},
+		{"google trust_unverified_email (default)", google.TrustUnverifiedEmail, false},
 		{"google sign_up (default)", google.SignUpAllowed(), true},
 		{"google link_by_email", google.LinksByEmail(), false},
 		{"google issuer (default)", google.IssuerURL(), "https://accounts.google.com"},

@@ -56,6 +56,10 @@ type Config struct {
 	AllowedOrganizations []string
 	// SignUp and LinkByEmail are the issuer's rules for this provider.
 	SignUp, LinkByEmail bool
+	// TrustUnverifiedEmail lets identities whose email the provider does
+	// not say is verified sign up, their address unclaimed
+	// (issuer.User.EmailUnclaimed). oidc only. Zero: refused.
+	TrustUnverifiedEmail bool
 	// Endpoints override discovery or the kind's documented endpoints.
 	Endpoints Endpoints
 }
@@ -135,6 +139,8 @@ type base struct {
 func (b *base) ID() string        { return b.cfg.ID }
 func (b *base) SignUp() bool      { return b.cfg.SignUp }
 func (b *base) LinkByEmail() bool { return b.cfg.LinkByEmail }
+
+func (b *base) TrustUnverifiedEmail() bool { return b.cfg.TrustUnverifiedEmail }
 
 // scopes is the configured scopes (or defaults) plus those the request
 // adds, each once, in order.

@@ -1,8 +1,10 @@
 package issuer
 
 import (
+	"context"
 	"errors"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -45,6 +47,7 @@ var (
 	errEmailNotEditable = errBadRequest("EMAIL_CAN_NOT_BE_UPDATED", "Email can not be updated")
 	errNoFields         = errBadRequest("NO_FIELDS_TO_UPDATE", "No fields to update")
 	errSameEmail        = errBadRequest("EMAIL_IS_THE_SAME", "Email is the same")
+	errEmailLinked      = errBadRequest("EMAIL_CAN_NOT_BE_UPDATED", "Email can not be updated while an identity provider account is linked: unlink it first")
 	errNoDeleteToken    = &apiError{status: http.StatusNotFound, code: "INVALID_TOKEN", message: "Invalid token"}
 	errBanned           = &apiError{status: http.StatusForbidden, code: "BANNED_USER",
 		message: "You have been banned from this application. Please contact support if you believe this is an error."}
@@ -130,12 +133,19 @@ func (iss *Issuer) updateUser(w http.ResponseWriter, r *http.Request) *apiError 
 	return nil
 }
 
-// changeEmail moves the user to newEmail. A verified address changes only
-// once the user follows the link mailed to the new one (as Better Auth
-// does); an unverified one changes at once, the new address unverified,
-// with a verification link mailed to it when mail is on (Better Auth's
-// updateEmailWithoutVerification). An address another account has
-// answers the same and changes nothing.
+// changeEmail moves the user to newEmail. With mail on, every account
+// changes only once the user follows the link mailed to the new address
+// (Better Auth does so for verified addresses): the answer, its timing
+// and what get-session shows are then the same whether the address is
+// free or another account's, since the lookup and the queueing run after
+// the answer and a taken address gets no mail. Without mail an unverified
+// address changes at once, unverified (Better Auth's
+// updateEmailWithoutVerification), when free, and answers the same when
+// taken: sign-up tells a taken address then anyway (422
+// USER_ALREADY_EXISTS). An account with an identity-provider account
+// linked cannot change its address: the provider account would follow it,
+// and the owner of the new address proving it would hand the account to
+// whoever linked it (issue 30).
 func (iss *Issuer) changeEmail(w http.ResponseWriter, r *http.Request) *apiError {
 	if ok, wait := iss.mailIP.allow(iss.clientIP(r)); !ok {
 		return tooMany(w, wait)
@@ -166,55 +176,96 @@ func (iss *Issuer) changeEmail(w http.ResponseWriter, r *http.Request) *apiError
 	case u.EmailVerified && !iss.rec.on:
 		return errVerificationDisabled
 	}
+	if linked, err := iss.hasProviderAccount(r.Context(), u.ID); err != nil {
+		return storeErr(err)
+	} else if linked {
+		iss.log.Info("change-email refused: an identity-provider account is linked", "user_id", u.ID)
+		return errEmailLinked
+	}
 	ok := func() *apiError {
 		writeJSON(w, http.StatusOK, struct {
 			Status bool `json:"status"`
 		}{true})
 		return nil
 	}
-	if _, _, err := iss.store.CredentialByEmail(r.Context(), email); err == nil {
-		iss.log.Info("change-email to an address another account has: nothing done", "user_id", u.ID)
-		return ok()
-	} else if !errors.Is(err, ErrNotFound) {
-		return storeErr(err)
-	}
-	if !u.EmailVerified {
-		moved, err := iss.store.SetEmail(r.Context(), u.ID, email, iss.stamp())
+	if !iss.rec.on {
+		_, err := iss.store.SetEmail(r.Context(), u.ID, email, iss.stamp())
 		if errors.Is(err, ErrEmailTaken) {
+			iss.log.Info("change-email to an address another account has: nothing done", "user_id", u.ID)
 			return ok()
 		}
 		if err != nil {
 			return storeErr(err)
 		}
-		if iss.rec.on {
-			if err := iss.queueLink(r.Context(), mail.EmailVerification, moved, iss.verifyLink(callback)); err != nil {
-				return storeErr(err)
-			}
-		}
 		return ok()
 	}
-	if err := iss.queueChangeEmail(r, u, email, callback); err != nil {
-		return storeErr(err)
+	link := iss.verifyLink(callback)
+	if !iss.rec.intake.run(r.Context(), func(ctx context.Context) {
+		if err := iss.queueChangeEmail(ctx, u, email, link); err != nil {
+			iss.log.Error("change-email: mail not queued", "user_id", u.ID, "error", err.Error())
+		}
+	}) {
+		w.Header().Set("Retry-After", "1")
+		return errIntakeFull
 	}
 	return ok()
 }
 
+// hasProviderAccount reports whether the user has an identity-provider
+// account linked (any account but the password's).
+func (iss *Issuer) hasProviderAccount(ctx context.Context, userID string) (bool, error) {
+	if iss.social.accounts == nil {
+		return false, nil // a store without provider accounts
+	}
+	as, err := iss.social.accounts.Accounts(ctx, userID)
+	if err != nil {
+		return false, err
+	}
+	return slices.ContainsFunc(as, func(a Account) bool { return a.ProviderID != credentialProvider }), nil
+}
+
 // queueChangeEmail mails a change-of-address link to email, within the
-// per-address budget of verification mails.
-func (iss *Issuer) queueChangeEmail(r *http.Request, u User, email, callback string) error {
-	if ok, _, err := iss.mailBudget(r.Context(), mail.EmailVerification, email); err != nil {
+// per-address budget of verification mails (spent whether or not the
+// address is taken, so the limit tells nothing either); an address
+// another account claims gets nothing.
+func (iss *Issuer) queueChangeEmail(ctx context.Context, u User, email string, link func(string) string) error {
+	if ok, _, err := iss.mailBudget(ctx, mail.EmailVerification, email); err != nil {
 		return err
 	} else if !ok {
 		iss.log.Info("mail not queued: per-address limit reached", "type", string(mail.EmailVerification), "user_id", u.ID)
 		return nil
 	}
+	if taken, err := iss.addressTaken(ctx, email); err != nil {
+		return err
+	} else if taken {
+		iss.log.Info("change-email to an address another account has: nothing sent", "user_id", u.ID)
+		return nil
+	}
 	to := u
 	to.Email = email
-	if _, err := queueLink(r.Context(), iss.store, iss.rec.seal, KindChangeEmail, mail.EmailVerification, to, iss.verifyLink(callback), iss.rec.verifyTTL, iss.now()); err != nil {
+	if _, err := queueLink(ctx, iss.store, iss.rec.seal, KindChangeEmail, mail.EmailVerification, to, link, iss.rec.verifyTTL, iss.now()); err != nil {
 		return err
 	}
 	iss.rec.queued(mail.EmailVerification)
 	return nil
+}
+
+// addressTaken reports whether a user claims email: one with a password,
+// or (when the store keeps provider accounts) any.
+func (iss *Issuer) addressTaken(ctx context.Context, email string) (bool, error) {
+	var err error
+	if iss.social.accounts != nil {
+		_, err = iss.social.accounts.UserByEmail(ctx, email)
+	} else {
+		_, _, err = iss.store.CredentialByEmail(ctx, email)
+	}
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, ErrNotFound):
+		return false, nil
+	}
+	return false, err
 }
 
 // deleteUser deletes the signed-in user, when the operator allows it

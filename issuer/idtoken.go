@@ -84,6 +84,8 @@ func (iss *Issuer) linkIDToken(w http.ResponseWriter, r *http.Request, q socialR
 	if fail := iss.link(r.Context(), q.provider, u, ident); fail != nil {
 		iss.metrics.social.WithLabelValues(q.provider.ID(), fail.result).Inc()
 		switch fail.code {
+		case "email_not_verified":
+			return errLinkNeedsVerifiedEmail
 		case "email_does_not_match":
 			return &apiError{status: http.StatusUnauthorized, code: "LINKING_DIFFERENT_EMAILS_NOT_ALLOWED", message: "Account not linked - different emails not allowed"}
 		case "account_already_linked_to_different_user":

@@ -13,6 +13,9 @@ type metrics struct {
 	// social counts sign-ins with identity providers by provider and
 	// result (callback.go's constants).
 	social *prometheus.CounterVec
+	// unlinked counts provider accounts removed because an address was
+	// proven after they were linked (Proof), by the proof's cause.
+	unlinked *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -34,6 +37,13 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "authsidecar_social_signins_total",
 			Help: "Sign-ins (and links) with identity providers, callback or id token, by provider and result (success, state_invalid, denied, invalid, refused, provider_unavailable, error).",
 		}, []string{"provider", "result"}),
+		unlinked: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "authsidecar_provider_accounts_unlinked_total",
+			Help: "Identity-provider accounts removed because the user's address was proven after they were linked (a first verification, a reset or a change of address: whoever linked them held an unproven address), by cause (password_reset, email_verification).",
+		}, []string{"cause"}),
+	}
+	for _, c := range []string{"password_reset", "email_verification"} {
+		m.unlinked.WithLabelValues(c)
 	}
 	for _, e := range []string{"request-password-reset", "reset-password", "send-verification-email", "verify-email"} {
 		for _, r := range []string{"ok", "invalid_token", "rejected", "rate_limited", "busy", "error"} {
@@ -50,7 +60,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		m.signups.WithLabelValues(r)
 	}
 	if reg != nil {
-		reg.MustRegister(m.signins, m.signups, m.jwts, m.recovery, m.social)
+		reg.MustRegister(m.signins, m.signups, m.jwts, m.recovery, m.social, m.unlinked)
 	}
 	return m
 }

@@ -15,9 +15,16 @@ type User struct {
 	Name          string
 	Email         string // always lower case
 	EmailVerified bool
-	Image         *string // nil when unset
-	CreatedAt     time.Time
-	UpdatedAt     time.Time
+	// EmailUnclaimed: the address came from an identity provider that did
+	// not say it was verified (trust_unverified_email). It is shown, but
+	// it reserves nothing: a password sign-up with it makes another user,
+	// lookups by email (sign-in, reset, verification mail, linking by
+	// email, the admin commands while a user claims it) never find this
+	// user, and no mail is sent to it.
+	EmailUnclaimed bool
+	Image          *string // nil when unset
+	CreatedAt      time.Time
+	UpdatedAt      time.Time
 	// Ban is set by an operator ("users ban"): a banned user cannot sign
 	// in, and every session and JWT it held was revoked with the ban.
 	Ban Ban
@@ -62,6 +69,27 @@ type KeyRecord struct {
 	Crv        string    // empty means Ed25519
 }
 
+// Proof is what a mailed link did besides proving an address: a reset,
+// a verification or a change of address.
+//
+// Who follows such a link shows the address is theirs, and an address
+// proven for the first time may have been someone else's claim until now
+// (a sign-up with another person's address, never verified). Identity
+// provider accounts linked to the user before that proof were linked by
+// whoever held the account then: they are removed with it, so an
+// attacker's provider account cannot sign in to the user the owner has
+// just recovered. Password reset also ends the sessions (as
+// auth.revoke_sessions_on_password_reset says).
+type Proof struct {
+	// WasVerified: the address was verified before (a change of address
+	// counts as verified: it signs nobody in).
+	WasVerified bool
+	// SessionsEnded is how many sessions a reset deleted.
+	SessionsEnded int
+	// Unlinked are the provider ids of the accounts removed.
+	Unlinked []string
+}
+
 // Store is what the issuer needs from the database. Every method that
 // writes commits before it returns.
 type Store interface {
@@ -104,21 +132,26 @@ type Store interface {
 	// and has not expired, without spending it.
 	ResetTokenValid(ctx context.Context, hash [32]byte, now time.Time) (bool, error)
 	// ResetPassword, in one transaction, spends the reset token
-	// (ErrNotFound when missing or expired), deletes the user's other
-	// reset tokens, writes the password hash into the credential account,
-	// marks the email verified and, when revokeSessions, deletes every
-	// session of the user and revokes every JWT of the user issued up to
-	// now. It returns the user and the sessions deleted.
-	ResetPassword(ctx context.Context, hash [32]byte, passwordHash string, revokeSessions bool, now time.Time) (User, int, error)
+	// (ErrNotFound when missing or expired, or when the user's address is
+	// unclaimed), deletes the user's other reset tokens, writes the
+	// password hash into the credential account, marks the email verified
+	// and, when revokeSessions, deletes every session of the user and
+	// revokes every JWT of the user issued up to now. When the address was
+	// not verified before, the user's provider accounts are removed (see
+	// Proof). It returns the user as it now is and what else was done.
+	ResetPassword(ctx context.Context, hash [32]byte, passwordHash string, revokeSessions bool, now time.Time) (User, Proof, error)
 	// VerifyEmail, in one transaction, spends the verification token
-	// (ErrNotFound when missing, expired, or the user's email is no longer
-	// the one it was sent to), marks the email verified and deletes the
-	// user's other verification tokens. wasVerified is the state before.
-	// When it was false and signIn is not nil, the same transaction
-	// inserts *signIn as a session of the token's user (UserID set to
-	// them), unless the user is banned: a failure then leaves the token
-	// unspent.
-	VerifyEmail(ctx context.Context, hash [32]byte, now time.Time, signIn *Session) (u User, wasVerified bool, err error)
+	// (ErrNotFound when missing, expired, the user's email is no longer
+	// the one it was sent to, or it is unclaimed), marks the email
+	// verified and deletes the user's other verification tokens. When the
+	// address was not verified before, the user's provider accounts are
+	// removed and, when signIn is not nil, the same transaction inserts
+	// *signIn as a session of the token's user (UserID set to them),
+	// unless the user is banned: a failure then leaves the token unspent.
+	// A change-of-address token (KindChangeEmail) moves the user to the
+	// address it was mailed to, verified, removing the provider accounts,
+	// and signs nobody in.
+	VerifyEmail(ctx context.Context, hash [32]byte, now time.Time, signIn *Session) (User, Proof, error)
 
 	SessionStore
 }

@@ -43,6 +43,11 @@ type Provider interface {
 	// LinkByEmail reports whether a first sign-in may join an existing
 	// user with the same (verified) email.
 	LinkByEmail() bool
+	// TrustUnverifiedEmail reports whether an identity whose email the
+	// provider does not say is verified may sign up (the address stored
+	// unclaimed, User.EmailUnclaimed) and be linked explicitly. False:
+	// such an identity gets email_not_verified, nothing stored.
+	TrustUnverifiedEmail() bool
 }
 
 // AuthRequest is what the authorization URL carries.

@@ -33,6 +33,9 @@ type DeletedUser struct {
 	Roles    int
 }
 
+// credentialProvider is the provider id of the password's account.
+const credentialProvider = "credential"
+
 // Account is one row of the account table: how a user signs in. The
 // credential account holds the password hash; an identity provider's
 // account holds the provider's tokens, sealed (see SealTokens).

@@ -119,6 +119,7 @@ var (
 	errEmailMismatch        = errBadRequest("EMAIL_MISMATCH", "Email mismatch")
 	errAlreadyVerified      = errBadRequest("EMAIL_ALREADY_VERIFIED", "Email is already verified")
 	errEmailNotVerified     = &apiError{status: http.StatusForbidden, code: "EMAIL_NOT_VERIFIED", message: "Email not verified"}
+	errEmailUnclaimed       = &apiError{status: http.StatusForbidden, code: "EMAIL_NOT_VERIFIABLE", message: "This address came from an identity provider that did not verify it: it cannot be verified by mail"}
 	errMissingOrigin        = &apiError{status: http.StatusForbidden, code: "MISSING_OR_NULL_ORIGIN", message: "Missing or null Origin"}
 	errIntakeFull           = &apiError{status: http.StatusServiceUnavailable, code: "SERVICE_UNAVAILABLE", message: "Too many requests at once; retry shortly"}
 )

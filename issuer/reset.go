@@ -143,13 +143,14 @@ func (iss *Issuer) applyReset(w http.ResponseWriter, r *http.Request, tok, passw
 	}
 	r, done := afterHash(r)
 	defer done()
-	u, ended, err := iss.store.ResetPassword(r.Context(), hash, pwHash, iss.rec.revoke, iss.now().UTC().Truncate(timeUnit))
+	u, proof, err := iss.store.ResetPassword(r.Context(), hash, pwHash, iss.rec.revoke, iss.now().UTC().Truncate(timeUnit))
 	if errors.Is(err, ErrNotFound) {
 		return errInvalidResetToken
 	}
 	if err != nil {
 		return storeErr(err)
 	}
-	iss.log.Info("password reset by link", "user_id", u.ID, "sessions_ended", ended)
+	iss.log.Info("password reset by link", "user_id", u.ID, "sessions_ended", proof.SessionsEnded)
+	iss.provenBy("password_reset", u, proof)
 	return nil
 }

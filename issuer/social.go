@@ -59,7 +59,7 @@ func newSocial(store Store, secret []byte, sessionCookie string) (*social, error
 func (iss *Issuer) setProviders(ps []Provider) error {
 	iss.providers = make(map[string]Provider, len(ps))
 	for _, p := range ps {
-		if _, dup := iss.providers[p.ID()]; dup || p.ID() == "" || p.ID() == "credential" {
+		if _, dup := iss.providers[p.ID()]; dup || p.ID() == "" || p.ID() == credentialProvider {
 			return fmt.Errorf("issuer: identity provider id %q is empty, reserved or repeated", p.ID())
 		}
 		iss.providers[p.ID()] = p
@@ -175,15 +175,17 @@ func (iss *Issuer) redirectURI(providerID string) string {
 }
 
 var (
-	errProviderNotFound      = &apiError{status: http.StatusNotFound, code: "PROVIDER_NOT_FOUND", message: "Provider not found"}
-	errInvalidErrorCallback  = &apiError{status: http.StatusForbidden, code: "INVALID_ERROR_CALLBACK_URL", message: "Invalid errorCallbackURL"}
-	errInvalidNewUserCB      = &apiError{status: http.StatusForbidden, code: "INVALID_NEW_USER_CALLBACK_URL", message: "Invalid newUserCallbackURL"}
-	errIDTokenNotSupported   = &apiError{status: http.StatusNotFound, code: "ID_TOKEN_NOT_SUPPORTED", message: "id_token not supported"}
-	errInvalidIDToken        = &apiError{status: http.StatusUnauthorized, code: "INVALID_TOKEN", message: "Invalid token"}
-	errFailedUserInfo        = &apiError{status: http.StatusUnauthorized, code: "FAILED_TO_GET_USER_INFO", message: "Failed to get user info"}
-	errUserEmailNotFound     = &apiError{status: http.StatusUnauthorized, code: "USER_EMAIL_NOT_FOUND", message: "User email not found"}
-	errProviderDown          = &apiError{status: http.StatusServiceUnavailable, code: "SERVICE_UNAVAILABLE", message: "Identity provider unavailable"}
-	errReservedAuthParameter = errBadRequest("VALIDATION_ERROR", "[body.additionalParams] additionalParams cannot include reserved OAuth parameters: state, client_id, redirect_uri, response_type, code_challenge, code_challenge_method, nonce, scope")
+	errProviderNotFound     = &apiError{status: http.StatusNotFound, code: "PROVIDER_NOT_FOUND", message: "Provider not found"}
+	errInvalidErrorCallback = &apiError{status: http.StatusForbidden, code: "INVALID_ERROR_CALLBACK_URL", message: "Invalid errorCallbackURL"}
+	errInvalidNewUserCB     = &apiError{status: http.StatusForbidden, code: "INVALID_NEW_USER_CALLBACK_URL", message: "Invalid newUserCallbackURL"}
+	errIDTokenNotSupported  = &apiError{status: http.StatusNotFound, code: "ID_TOKEN_NOT_SUPPORTED", message: "id_token not supported"}
+	errInvalidIDToken       = &apiError{status: http.StatusUnauthorized, code: "INVALID_TOKEN", message: "Invalid token"}
+	errFailedUserInfo       = &apiError{status: http.StatusUnauthorized, code: "FAILED_TO_GET_USER_INFO", message: "Failed to get user info"}
+	errUserEmailNotFound    = &apiError{status: http.StatusUnauthorized, code: "USER_EMAIL_NOT_FOUND", message: "User email not found"}
+	errProviderDown         = &apiError{status: http.StatusServiceUnavailable, code: "SERVICE_UNAVAILABLE", message: "Identity provider unavailable"}
+	// Better Auth's code for an unverified address, with what to do.
+	errLinkNeedsVerifiedEmail = &apiError{status: http.StatusForbidden, code: "EMAIL_NOT_VERIFIED", message: "Verify your email address before linking an account"}
+	errReservedAuthParameter  = errBadRequest("VALIDATION_ERROR", "[body.additionalParams] additionalParams cannot include reserved OAuth parameters: state, client_id, redirect_uri, response_type, code_challenge, code_challenge_method, nonce, scope")
 )
 
 // socialRequest is sign-in/social's and link-social's body.
@@ -282,6 +284,11 @@ func (iss *Issuer) linkSocial(w http.ResponseWriter, r *http.Request) *apiError 
 	q, apiErr := iss.readSocial(w, r)
 	if apiErr != nil {
 		return apiErr
+	}
+	if !u.EmailVerified {
+		// link refuses it too; said here before the provider is involved.
+		iss.log.Info("link-social refused: the user's email is not verified", "user_id", u.ID, "provider", q.provider.ID())
+		return errLinkNeedsVerifiedEmail
 	}
 	if q.idToken != nil {
 		return iss.linkIDToken(w, r, q, u)

@@ -133,7 +133,7 @@ func TestSocialHostile(t *testing.T) {
 		idTokenCase("id token: alg none", nil, "none"),
 		idTokenCase("id token: HS256 keyed with the client secret", nil, "HS256"),
 		idTokenCase("id token: unknown kid", nil, "unknown-kid"),
-		{name: "unverified provider email of an existing user", code: "account_not_linked", run: googleFlow, before: func(se *socialEnv) {
+		{name: "unverified provider email of an existing user", code: "email_not_verified", run: googleFlow, before: func(se *socialEnv) {
 			se.signUp("alice@example.com", "correct horse battery")
 			se.rawDB(se.t.(*testing.T)).Exec(`UPDATE "user" SET email_verified = 1`)
 			se.si.Google.EmailVerified = "false" // the string Better Auth once took for true

@@ -163,7 +163,7 @@ func TestSocialLinking(t *testing.T) {
 	}{
 		{"both verified", true, true, true, ""},
 		{"local unverified (pre-registration takeover)", false, true, true, "account_not_linked"},
-		{"provider unverified", true, false, true, "account_not_linked"},
+		{"provider unverified", true, false, true, "email_not_verified"},
 		{"link_by_email false", true, true, false, "account_not_linked"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

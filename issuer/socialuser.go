@@ -14,11 +14,15 @@ import (
 // pre-registration takeover fix as the only behaviour):
 //
 //  1. An account (provider, subject) exists: its user, tokens updated.
-//  2. Else a user with the email exists: linked only when the provider
-//     links by email, says the email is verified, and the local user's
-//     email is verified too; else account_not_linked.
-//  3. Else a new user, unless the provider's sign_up is false
-//     (signup_disabled).
+//  2. Else a provider that does not say the email is verified gets
+//     email_not_verified, unless it is trusted with unverified addresses
+//     (trust_unverified_email).
+//  3. Else a user who claims the email exists: linked only when the
+//     provider links by email, says the email is verified, and the local
+//     user's email is verified too; else account_not_linked.
+//  4. Else a new user, unless the provider's sign_up is false
+//     (signup_disabled). An address the provider did not verify is
+//     stored unclaimed (User.EmailUnclaimed): it reserves nothing.
 //
 // Nothing is written until every rule has passed, and then in one
 // transaction: a refusal stores nothing.
@@ -66,7 +70,9 @@ func (iss *Issuer) resolveSocial(r *http.Request, p Provider, ident Identity) (s
 		if u.Ban.Active(iss.now()) {
 			return socialResult{}, refusedBanned(u)
 		}
-		verify := ident.EmailVerified && ident.Email == u.Email && !u.EmailVerified
+		// An unclaimed address stays so: claiming it would take it from
+		// whoever claims it since (docs/identity-providers.md).
+		verify := ident.EmailVerified && ident.Email == u.Email && !u.EmailVerified && !u.EmailUnclaimed
 		if iss.rec.require && !u.EmailVerified && !verify {
 			return socialResult{}, refused("email_not_verified", nil)
 		}
@@ -90,6 +96,11 @@ func (iss *Issuer) resolveSocial(r *http.Request, p Provider, ident Identity) (s
 		return socialResult{}, internal("internal_server_error", err)
 	}
 
+	if !ident.EmailVerified && !p.TrustUnverifiedEmail() {
+		// Nobody proved the address is this person's: a user made with it
+		// would keep its owner out, or be joined to them later.
+		return socialResult{}, refused("email_not_verified", errors.New("the provider does not say the email is verified"))
+	}
 	u, err = as.UserByEmail(ctx, ident.Email)
 	switch {
 	case err == nil:
@@ -137,6 +148,7 @@ func (iss *Issuer) resolveSocial(r *http.Request, p Provider, ident Identity) (s
 		return socialResult{}, internal("unable_to_create_user", err)
 	}
 	u.EmailVerified = ident.EmailVerified
+	u.EmailUnclaimed = !ident.EmailVerified
 	a, err := iss.newAccount(p, u.ID, ident)
 	if err != nil {
 		return socialResult{}, internal("unable_to_create_user", err)
@@ -155,9 +167,8 @@ func (iss *Issuer) resolveSocial(r *http.Request, p Provider, ident Identity) (s
 
 // linkCallback adds the provider account to the user whose session
 // started the link flow (Better Auth's link branch): the session must
-// still be live and that user's; the provider must say the email is
-// verified and it must be the user's; the identity must not be another
-// user's. No session is created.
+// still be live and that user's; see link for the rest. No session is
+// created.
 func (iss *Issuer) linkCallback(r *http.Request, p Provider, l *flowLink, ident Identity) *callbackFail {
 	ctx := r.Context()
 	s, u, err := iss.store.SessionByToken(ctx, l.SessionToken)
@@ -171,11 +182,18 @@ func (iss *Issuer) linkCallback(r *http.Request, p Provider, l *flowLink, ident 
 }
 
 // link is the rules and the write of an explicit link, for the callback
-// and for link-social with an id token.
+// and for link-social with an id token: the user's own address must be
+// verified (an account linked to an address nobody proved would follow
+// the address wherever its holder moves it, to the owner's account
+// included); the provider must say its email is verified (unless trusted
+// with unverified addresses) and it must be the user's; the identity must
+// not be another user's.
 func (iss *Issuer) link(ctx context.Context, p Provider, u User, ident Identity) *callbackFail {
 	switch {
-	case !ident.EmailVerified:
-		return refused("unable_to_link_account", errors.New("the provider does not say the email is verified"))
+	case !u.EmailVerified:
+		return refused("email_not_verified", errors.New("the user's own email is not verified"))
+	case !ident.EmailVerified && !p.TrustUnverifiedEmail():
+		return refused("email_not_verified", errors.New("the provider does not say the email is verified"))
 	case !strings.EqualFold(ident.Email, u.Email):
 		return refused("email_does_not_match", nil)
 	}

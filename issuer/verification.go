@@ -29,6 +29,11 @@ func (iss *Issuer) sendVerificationEmail(w http.ResponseWriter, r *http.Request)
 			return errEmailMismatch
 		case su.EmailVerified:
 			return errAlreadyVerified
+		case su.EmailUnclaimed:
+			// A provider gave this address without verifying it: a link
+			// the owner followed would hand them this account's history
+			// and the address to whoever made it.
+			return errEmailUnclaimed
 		}
 		if err := iss.queueLink(r.Context(), mail.EmailVerification, su, iss.verifyLink(callback)); err != nil {
 			return storeErr(err)
@@ -117,15 +122,16 @@ func (iss *Issuer) verifyEmail(w http.ResponseWriter, r *http.Request) *apiError
 		}
 	}
 	now := iss.now().UTC().Truncate(timeUnit)
-	u, wasVerified, err := iss.store.VerifyEmail(r.Context(), hashToken(tok), now, ns)
+	u, proof, err := iss.store.VerifyEmail(r.Context(), hashToken(tok), now, ns)
 	if errors.Is(err, ErrNotFound) {
 		return fail()
 	}
 	if err != nil {
 		return storeErr(err)
 	}
+	iss.provenBy("email_verification", u, proof)
 	switch {
-	case wasVerified || !iss.rec.signInAfterVerify:
+	case proof.WasVerified || !iss.rec.signInAfterVerify:
 	case found && su.ID == u.ID:
 		iss.setSessionCookie(w, s)
 	case found:
@@ -149,4 +155,15 @@ func (iss *Issuer) verifyEmail(w http.ResponseWriter, r *http.Request) *apiError
 		User   *userJSON `json:"user"`
 	}{true, nil})
 	return nil
+}
+
+// provenBy logs and counts the provider accounts a proof of u's address
+// removed (Proof); cause is the metric's label.
+func (iss *Issuer) provenBy(cause string, u User, p Proof) {
+	if len(p.Unlinked) == 0 {
+		return
+	}
+	iss.metrics.unlinked.WithLabelValues(cause).Add(float64(len(p.Unlinked)))
+	iss.log.Warn("provider accounts linked before the address was proven were removed",
+		"user_id", u.ID, "cause", cause, "providers", p.Unlinked)
 }

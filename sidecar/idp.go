@@ -31,6 +31,7 @@ func providerConfigs(cfg config.Config, getenv func(string) string) ([]idp.Confi
 			ID: p.ID, Kind: string(p.Kind), Issuer: p.IssuerURL(), ClientID: p.ClientID, ClientSecret: string(secrets[p.ID].Bytes()),
 			Scopes: p.Scopes, AllowedEmailDomains: p.AllowedEmailDomains, RequiredClaims: claims,
 			AllowedOrganizations: p.AllowedOrganizations, SignUp: p.SignUpAllowed(), LinkByEmail: p.LinksByEmail(),
+			TrustUnverifiedEmail: p.TrustUnverifiedEmail,
 			Endpoints: idp.Endpoints{Authorization: p.Endpoints.Authorization, Token: p.Endpoints.Token,
 				Userinfo: p.Endpoints.Userinfo, JWKS: p.Endpoints.JWKS, API: p.Endpoints.API},
 		})

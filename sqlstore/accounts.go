@@ -132,7 +132,7 @@ func (db *DB) AccountByProvider(ctx context.Context, providerID, accountID strin
 	var image, banReason sql.NullString
 	var created, updated int64
 	var banExpires sql.NullInt64
-	a, err := scanAccount(row, &u.ID, &u.Name, &u.Email, &u.EmailVerified, &image, &created, &updated, &u.Ban.Banned, &banReason, &banExpires)
+	a, err := scanAccount(row, &u.ID, &u.Name, &u.Email, &u.EmailVerified, &image, &created, &updated, &u.Ban.Banned, &banReason, &banExpires, &u.EmailUnclaimed)
 	if errors.Is(err, sql.ErrNoRows) {
 		return issuer.Account{}, issuer.User{}, issuer.ErrNotFound
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/authsidecar/authsidecar/issuer"
@@ -17,10 +18,12 @@ import (
 // matched exactly: pass them lower-cased, as they are stored. An unknown
 // email is issuer.ErrNotFound.
 
-// UserByEmail returns the user with that email.
+// UserByEmail returns the user who claims that email: never one whose
+// address is unclaimed (issuer.User.EmailUnclaimed). The issuer's lookup
+// (linking by email); an operator's is OperatorUserByEmail.
 func (db *DB) UserByEmail(ctx context.Context, email string) (issuer.User, error) {
 	db.observe(ctx, "user_by_email")
-	u, err := scanUser(db.queryRow(ctx, `SELECT `+userColumns+` FROM "user" u WHERE u.email = ?`, email))
+	u, err := scanUser(db.queryRow(ctx, `SELECT `+userColumns+` FROM "user" u WHERE u.email = ?`+claimed, email))
 	if errors.Is(err, sql.ErrNoRows) {
 		return issuer.User{}, issuer.ErrNotFound
 	}
@@ -29,6 +32,29 @@ func (db *DB) UserByEmail(ctx context.Context, email string) (issuer.User, error
 	}
 	return u, nil
 }
+
+// OperatorUserByEmail returns the user an operator names by email (the
+// admin commands): the one who claims the address, else the only user
+// showing it unclaimed. ErrAmbiguousEmail when several do and none
+// claims it.
+func (db *DB) OperatorUserByEmail(ctx context.Context, email string) (issuer.User, error) {
+	db.observe(ctx, "user_by_email")
+	var u issuer.User
+	err := db.withTx(ctx, func(t tx) error {
+		id, err := userIDByEmail(ctx, t, email)
+		if err != nil {
+			return err
+		}
+		u, err = lockUser(ctx, t, id)
+		return err
+	})
+	return u, err
+}
+
+// ErrAmbiguousEmail: no user claims the address, and several show it
+// unclaimed (each signed in with an identity provider that did not verify
+// it), so an email does not say which one an operator means.
+var ErrAmbiguousEmail = errors.New("several users show this address unclaimed and none claims it")
 
 // UserByID returns the user with that id.
 func (db *DB) UserByID(ctx context.Context, id string) (issuer.User, error) {
@@ -75,13 +101,12 @@ func (db *DB) DeleteUserByEmail(ctx context.Context, email string, now time.Time
 	db.observe(ctx, "delete_user")
 	var d issuer.DeletedUser
 	err := db.revokeTx(ctx, func(t tx, revs *[]revocation.Record) error {
-		var err error
-		d.User, err = scanUser(t.queryRow(ctx, `SELECT `+userColumns+` FROM "user" u WHERE u.email = ?`, email))
-		if errors.Is(err, sql.ErrNoRows) {
-			return issuer.ErrNotFound
-		}
+		id, err := userIDByEmail(ctx, t, email)
 		if err != nil {
-			return fmt.Errorf("user by email: %w", err)
+			return err
+		}
+		if d.User, err = lockUser(ctx, t, id); err != nil {
+			return err
 		}
 		err = t.queryRow(ctx,
 			`SELECT (SELECT count(*) FROM session WHERE user_id = ?), (SELECT count(*) FROM user_role WHERE user_id = ?)`,
@@ -150,16 +175,43 @@ func (db *DB) RevokeRoleByEmail(ctx context.Context, email, role string) (remove
 	return removed, err
 }
 
+// userIDByEmail is the id of the user an operator names by email (see
+// OperatorUserByEmail): the claiming user sorts first, and a second row
+// only matters when neither claims the address.
 func userIDByEmail(ctx context.Context, t tx, email string) (string, error) {
-	var id string
-	err := t.queryRow(ctx, `SELECT id FROM "user" WHERE email = ?`, email).Scan(&id)
-	if errors.Is(err, sql.ErrNoRows) {
-		return "", issuer.ErrNotFound
-	}
+	return t.db.userIDByEmail(ctx, t.Tx, email)
+}
+
+func (db *DB) userIDByEmail(ctx context.Context, q interface {
+	QueryContext(context.Context, string, ...any) (*sql.Rows, error)
+}, email string) (string, error) {
+	rows, err := q.QueryContext(ctx, db.q(`SELECT id, email_unclaimed FROM "user" WHERE email = ? ORDER BY email_unclaimed, created_at`), email)
 	if err != nil {
 		return "", fmt.Errorf("user by email: %w", err)
 	}
-	return id, nil
+	defer rows.Close()
+	var ids []string
+	for rows.Next() {
+		var id string
+		var unclaimed bool
+		if err := rows.Scan(&id, &unclaimed); err != nil {
+			return "", fmt.Errorf("user by email: %w", err)
+		}
+		if !unclaimed {
+			return id, nil
+		}
+		ids = append(ids, id)
+	}
+	if err := rows.Err(); err != nil {
+		return "", fmt.Errorf("user by email: %w", err)
+	}
+	switch len(ids) {
+	case 0:
+		return "", issuer.ErrNotFound
+	case 1:
+		return ids[0], nil
+	}
+	return "", fmt.Errorf("%w: ids %s", ErrAmbiguousEmail, strings.Join(ids, ", "))
 }
 
 // RoleGrants returns the granted roles ordered by email and role: every
@@ -172,8 +224,12 @@ func (db *DB) RoleGrants(ctx context.Context, email string) ([]issuer.RoleGrant,
 	q := `SELECT u.id, u.email, r.role, r.created_at FROM user_role r JOIN "user" u ON u.id = r.user_id ORDER BY u.email, r.role`
 	var args []any
 	if email != "" {
-		q = `SELECT u.id, u.email, r.role, r.created_at FROM "user" u LEFT JOIN user_role r ON r.user_id = u.id WHERE u.email = ? ORDER BY r.role`
-		args = append(args, email)
+		id, err := db.userIDByEmail(ctx, db.r, email)
+		if err != nil {
+			return nil, err
+		}
+		q = `SELECT u.id, u.email, r.role, r.created_at FROM "user" u LEFT JOIN user_role r ON r.user_id = u.id WHERE u.id = ? ORDER BY r.role`
+		args = append(args, id)
 	}
 	rows, err := db.query(ctx, q, args...)
 	if err != nil {

@@ -24,8 +24,8 @@ import (
 type recoveryStore interface {
 	IssueRecoveryToken(ctx context.Context, t issuer.RecoveryToken, q mail.Queued) error
 	ResetTokenValid(ctx context.Context, hash [32]byte, now time.Time) (bool, error)
-	ResetPassword(ctx context.Context, hash [32]byte, passwordHash string, revokeSessions bool, now time.Time) (issuer.User, int, error)
-	VerifyEmail(ctx context.Context, hash [32]byte, now time.Time, signIn *issuer.Session) (u issuer.User, wasVerified bool, err error)
+	ResetPassword(ctx context.Context, hash [32]byte, passwordHash string, revokeSessions bool, now time.Time) (issuer.User, issuer.Proof, error)
+	VerifyEmail(ctx context.Context, hash [32]byte, now time.Time, signIn *issuer.Session) (issuer.User, issuer.Proof, error)
 }
 
 // outboxAdmin is what the CLI's "outbox list|retry" needs besides the
@@ -304,8 +304,8 @@ func testResetPassword(t *testing.T, _ *sqlstore.DB, e env) {
 			if revoke {
 				wantRevoked, wantSessions = 2, 1 // both of u1's, expired or not; bob's stays
 			}
-			if n != wantRevoked {
-				t.Errorf("sessions revoked: got %d, want %d", n, wantRevoked)
+			if n.SessionsEnded != wantRevoked {
+				t.Errorf("sessions revoked: got %d, want %d", n.SessionsEnded, wantRevoked)
 			}
 			wantCounts(t, db, map[string]int{"session": wantSessions, "account": 2})
 			if _, _, err := db.SessionByToken(ctx, "t-u2"); err != nil {
@@ -368,11 +368,14 @@ func testResetPasswordCrossKind(t *testing.T, db *sqlstore.DB, e env) {
 }
 
 // testResetPasswordCreatesCredential: a user without a credential account
-// (a social sign-in copied from Better Auth) gets one, made as CreateUser
-// makes it, and can then sign in with the password.
+// (a social sign-in copied from Better Auth, its address verified by the
+// provider) gets one, made as CreateUser makes it, and can then sign in
+// with the password; the provider account stays (testProofUnlinks has
+// the unverified case).
 func testResetPasswordCreatesCredential(t *testing.T, db *sqlstore.DB, e env) {
 	ctx := context.Background()
 	mustCreateUser(t, db, "u1", "ann@example.com", t0, t0.Add(time.Hour))
+	rawExec(t, e, `UPDATE "user" SET email_verified = true WHERE id = 'u1'`)
 	rawExec(t, e, `DELETE FROM account WHERE user_id = 'u1'`)
 	rawExec(t, e, `INSERT INTO account (id, account_id, provider_id, user_id, password, created_at, updated_at) VALUES ('gh1', '4242', 'github', 'u1', NULL, 0, 0)`)
 	if _, _, err := db.CredentialByEmail(ctx, "ann@example.com"); !errors.Is(err, issuer.ErrNotFound) {
@@ -404,11 +407,11 @@ func testVerifyEmail(t *testing.T, db *sqlstore.DB, e env) {
 	mustCreateUser(t, db, "u1", "ann@example.com", t0, t0.Add(time.Hour))
 	v1 := issueToken(t, db, mail.EmailVerification, "u1", "ann@example.com", t0, time.Hour)
 	now := t0.Add(time.Minute)
-	u, was, err := db.VerifyEmail(ctx, v1.tok.Hash, now, nil)
+	u, proof, err := db.VerifyEmail(ctx, v1.tok.Hash, now, nil)
 	want, _ := newUser("u1", "ann@example.com", t0)
 	want.EmailVerified, want.UpdatedAt = true, now
-	if err != nil || was || !reflect.DeepEqual(u, want) {
-		t.Fatalf("first verification: got %+v %v %v, want %+v, not verified before", u, was, err, want)
+	if err != nil || proof.WasVerified || !reflect.DeepEqual(u, want) {
+		t.Fatalf("first verification: got %+v %v %v, want %+v, not verified before", u, proof.WasVerified, err, want)
 	}
 	if got, err := db.UserByEmail(ctx, "ann@example.com"); err != nil || !reflect.DeepEqual(got, want) {
 		t.Errorf("stored user: got %+v %v, want %+v", got, err, want)
@@ -418,15 +421,15 @@ func testVerifyEmail(t *testing.T, db *sqlstore.DB, e env) {
 	}
 	// Already verified: succeeds, says so, and changes nothing.
 	v2 := issueToken(t, db, mail.EmailVerification, "u1", "ann@example.com", t0, time.Hour)
-	if u, was, err := db.VerifyEmail(ctx, v2.tok.Hash, now.Add(time.Minute), nil); err != nil || !was || !reflect.DeepEqual(u, want) {
-		t.Errorf("verified user: got %+v %v %v, want %+v, verified before", u, was, err, want)
+	if u, proof, err := db.VerifyEmail(ctx, v2.tok.Hash, now.Add(time.Minute), nil); err != nil || !proof.WasVerified || !reflect.DeepEqual(u, want) {
+		t.Errorf("verified user: got %+v %v %v, want %+v, verified before", u, proof.WasVerified, err, want)
 	}
 
 	// The address is compared without case.
 	mustCreateUser(t, db, "u2", "bob@example.com", t0, t0.Add(time.Hour))
 	v3 := issueToken(t, db, mail.EmailVerification, "u2", "Bob@Example.COM", t0, time.Hour)
-	if u, was, err := db.VerifyEmail(ctx, v3.tok.Hash, now, nil); err != nil || was || !u.EmailVerified {
-		t.Errorf("address in another case: got %+v %v %v, want verified now", u, was, err)
+	if u, proof, err := db.VerifyEmail(ctx, v3.tok.Hash, now, nil); err != nil || proof.WasVerified || !u.EmailVerified {
+		t.Errorf("address in another case: got %+v %v %v, want verified now", u, proof.WasVerified, err)
 	}
 
 	// The user's address changed since the mail: refused, the token

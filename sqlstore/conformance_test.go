@@ -55,6 +55,10 @@ var conformanceCases = []struct {
 	{"TakeTokenConcurrentReplicas", testTakeTokenConcurrentReplicas},
 	{"TakeTokenSweepsOldBuckets", testTakeTokenSweepsOldBuckets},
 
+	{"ProofUnlinks", testProofUnlinks},
+	{"UnclaimedEmail", testUnclaimedEmail},
+	{"MigrateUnclaimed", testMigrateUnclaimed},
+
 	{"IssueRecoveryToken", testIssueRecoveryToken},
 	{"IssueRecoveryTokenConcurrent", testIssueRecoveryTokenConcurrent},
 	{"RecoveryTokenExpiry", testRecoveryTokenExpiry},

@@ -36,9 +36,9 @@ func testVerifyEmailSignsIn(t *testing.T, db *sqlstore.DB, e env) {
 	wantCounts(t, db, map[string]int{"recovery_token": 1, "session": 2}) // u1's first and taken
 
 	ok := issuer.Session{ID: "s-new", Token: "t-new", UserID: "someone-else", ExpiresAt: now.Add(time.Hour), CreatedAt: now, UpdatedAt: now, IPAddress: "192.0.2.1", UserAgent: "UA", Remember: true}
-	u, was, err := db.VerifyEmail(ctx, v.tok.Hash, now, &ok)
-	if err != nil || was || !u.EmailVerified {
-		t.Fatalf("the same link once the cause is gone: got %+v %v %v, want verified now", u, was, err)
+	u, proof, err := db.VerifyEmail(ctx, v.tok.Hash, now, &ok)
+	if err != nil || proof.WasVerified || !u.EmailVerified {
+		t.Fatalf("the same link once the cause is gone: got %+v %v %v, want verified now", u, proof.WasVerified, err)
 	}
 	s, su, err := db.SessionByToken(ctx, "t-new")
 	want := ok
@@ -53,13 +53,13 @@ func testVerifyEmailSignsIn(t *testing.T, db *sqlstore.DB, e env) {
 	mustCreateUser(t, db, "u2", "bob@example.com", t0, t0.Add(time.Hour))
 	v2 := issueToken(t, db, mail.EmailVerification, "u2", "bob@example.com", t0, time.Hour)
 	more := issuer.Session{ID: "s-more", Token: "t-more", ExpiresAt: now.Add(time.Hour), CreatedAt: now, UpdatedAt: now}
-	if _, was, err := db.VerifyEmail(ctx, v2.tok.Hash, now, nil); err != nil || was {
-		t.Fatalf("without a session: got %v %v", was, err)
+	if _, proof, err := db.VerifyEmail(ctx, v2.tok.Hash, now, nil); err != nil || proof.WasVerified {
+		t.Fatalf("without a session: got %v %v", proof.WasVerified, err)
 	}
 	// Verified before: nothing is added either.
 	v3 := issueToken(t, db, mail.EmailVerification, "u2", "bob@example.com", t0, time.Hour)
-	if _, was, err := db.VerifyEmail(ctx, v3.tok.Hash, now, &more); err != nil || !was {
-		t.Fatalf("verified before: got %v %v", was, err)
+	if _, proof, err := db.VerifyEmail(ctx, v3.tok.Hash, now, &more); err != nil || !proof.WasVerified {
+		t.Fatalf("verified before: got %v %v", proof.WasVerified, err)
 	}
 	wantCounts(t, db, map[string]int{"session": 4}) // and u2's first
 }

@@ -2,6 +2,7 @@ package sqlstore
 
 import (
 	"context"
+	"database/sql"
 	"database/sql/driver"
 	"embed"
 	"fmt"
@@ -71,27 +72,114 @@ func (db *DB) migrateSQLite(ctx context.Context, ms []migration) error {
 		return err
 	}
 	for {
-		var step *migration
-		err := db.withTx(ctx, func(t tx) error {
-			if err := t.QueryRowContext(ctx, `PRAGMA user_version`).Scan(&current); err != nil {
-				return fmt.Errorf("read schema version: %w", err)
-			}
-			if err := tooNew(current, len(ms)); err != nil || current == len(ms) {
-				return err
-			}
-			step = &ms[current]
-			if _, err := t.ExecContext(ctx, step.body); err != nil {
-				return fmt.Errorf("migration %s: %w", step.name, err)
-			}
-			if _, err := t.ExecContext(ctx, fmt.Sprintf(`PRAGMA user_version = %d`, step.version)); err != nil {
-				return fmt.Errorf("migration %s: %w", step.name, err)
-			}
-			return nil
-		})
-		if err != nil || step == nil {
+		done, err := db.migrateSQLiteStep(ctx, ms)
+		if err != nil || done {
 			return err
 		}
 	}
+}
+
+// fkOff is the first line of a SQLite migration that rebuilds a table
+// others reference: it runs with foreign keys off, as SQLite's documented
+// procedure for schema changes ALTER TABLE cannot make requires, because
+// dropping the old table with them on would delete every referencing
+// row through ON DELETE CASCADE. The step checks the keys before it
+// commits (PRAGMA foreign_key_check), so a rebuild that broke one is
+// rolled back.
+const fkOff = "-- authsidecar: foreign_keys off\n"
+
+// migrateSQLiteStep applies the next migration; done when none is left.
+// It runs on one connection of its own: PRAGMA foreign_keys is a
+// connection's setting, and a no-op inside a transaction, so it is set
+// around the transaction (the writer pool has one connection; pinning it
+// makes that explicit). The connection is discarded afterwards rather
+// than returned with foreign keys off, should turning them on fail.
+func (db *DB) migrateSQLiteStep(ctx context.Context, ms []migration) (done bool, err error) {
+	conn, err := db.w.Conn(ctx)
+	if err != nil {
+		return false, fmt.Errorf("migrate: %w", err)
+	}
+	defer conn.Close()
+	// The version is read again once the write transaction holds the
+	// lock; this first read only decides whether foreign keys go off.
+	var current int
+	if err := conn.QueryRowContext(ctx, `PRAGMA user_version`).Scan(&current); err != nil {
+		return false, fmt.Errorf("read schema version: %w", err)
+	}
+	if err := tooNew(current, len(ms)); err != nil || current == len(ms) {
+		return true, err
+	}
+	fkOffStep := strings.HasPrefix(ms[current].body, fkOff)
+	if fkOffStep {
+		if _, err := conn.ExecContext(ctx, `PRAGMA foreign_keys = OFF`); err != nil {
+			return false, fmt.Errorf("migration %s: %w", ms[current].name, err)
+		}
+		defer func() {
+			if _, err := conn.ExecContext(context.WithoutCancel(ctx), `PRAGMA foreign_keys = ON`); err != nil {
+				conn.Raw(func(any) error { return driver.ErrBadConn })
+			}
+		}()
+	}
+	sqlTx, err := conn.BeginTx(ctx, nil)
+	if err != nil {
+		return false, fmt.Errorf("begin: %w", err)
+	}
+	t := tx{sqlTx, db}
+	err = func() error {
+		if err := t.QueryRowContext(ctx, `PRAGMA user_version`).Scan(&current); err != nil {
+			return fmt.Errorf("read schema version: %w", err)
+		}
+		if err := tooNew(current, len(ms)); err != nil || current == len(ms) {
+			done = true
+			return err
+		}
+		if strings.HasPrefix(ms[current].body, fkOff) != fkOffStep {
+			// Another process migrated in between: the next call takes
+			// the next step, with the right setting.
+			return nil
+		}
+		step := &ms[current]
+		if _, err := t.ExecContext(ctx, step.body); err != nil {
+			return fmt.Errorf("migration %s: %w", step.name, err)
+		}
+		if fkOffStep {
+			if err := foreignKeyCheck(ctx, t); err != nil {
+				return fmt.Errorf("migration %s: %w", step.name, err)
+			}
+		}
+		if _, err := t.ExecContext(ctx, fmt.Sprintf(`PRAGMA user_version = %d`, step.version)); err != nil {
+			return fmt.Errorf("migration %s: %w", step.name, err)
+		}
+		return nil
+	}()
+	if err != nil {
+		sqlTx.Rollback()
+		return false, err
+	}
+	if err := sqlTx.Commit(); err != nil {
+		return false, fmt.Errorf("commit: %w", err)
+	}
+	return done, nil
+}
+
+// foreignKeyCheck fails when any row references a row that does not
+// exist, naming the first.
+func foreignKeyCheck(ctx context.Context, t tx) error {
+	rows, err := t.QueryContext(ctx, `PRAGMA foreign_key_check`)
+	if err != nil {
+		return fmt.Errorf("foreign key check: %w", err)
+	}
+	defer rows.Close()
+	if rows.Next() {
+		var table, parent string
+		var rowid sql.NullInt64
+		var fkid int
+		if err := rows.Scan(&table, &rowid, &parent, &fkid); err != nil {
+			return fmt.Errorf("foreign key check: %w", err)
+		}
+		return fmt.Errorf("foreign key check: a row of %s (rowid %d) references a missing row of %s", table, rowid.Int64, parent)
+	}
+	return rows.Err()
 }
 
 // migratePostgres holds a session advisory lock on one connection while it

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -144,19 +145,19 @@ func spendToken(ctx context.Context, t tx, hash [32]byte, kind mail.Kind) (issue
 }
 
 // ResetPassword, in one transaction: spends the password-reset token
-// (issuer.ErrNotFound when it is missing or expired; an expired one is
-// deleted all the same), deletes every other reset token of its user,
-// writes passwordHash into the user's credential account (creating it,
-// as CreateUser does, when the user has none: a user who only ever signed
-// in otherwise gains a password), sets email_verified (the user read mail
-// sent to the address) and updated_at, and when revokeSessions deletes
-// every session of the user and revokes every JWT of the user issued up
-// to now. It returns the user as it now is and how many sessions were
-// deleted.
-func (db *DB) ResetPassword(ctx context.Context, hash [32]byte, passwordHash string, revokeSessions bool, now time.Time) (issuer.User, int, error) {
+// (issuer.ErrNotFound when it is missing or expired, or the user's address
+// is unclaimed; such a token is deleted all the same), deletes every
+// other reset token of its user, writes passwordHash into the user's
+// credential account (creating it, as CreateUser does, when the user has
+// none: a user who only ever signed in otherwise gains a password), sets
+// email_verified (the user read mail sent to the address) and updated_at,
+// removes the user's provider accounts when the address was not verified
+// before (issuer.Proof), and when revokeSessions deletes every session of
+// the user and revokes every JWT of the user issued up to now.
+func (db *DB) ResetPassword(ctx context.Context, hash [32]byte, passwordHash string, revokeSessions bool, now time.Time) (issuer.User, issuer.Proof, error) {
 	db.observe(ctx, "reset_password")
 	var u issuer.User
-	var revoked int
+	var p issuer.Proof
 	var refused error
 	err := db.revokeTx(ctx, func(t tx, revs *[]revocation.Record) error {
 		var tok issuer.RecoveryToken
@@ -165,8 +166,8 @@ func (db *DB) ResetPassword(ctx context.Context, hash [32]byte, passwordHash str
 		if err != nil {
 			return err
 		}
-		if !tok.ExpiresAt.After(now) {
-			// Commit the delete of the expired token; refuse it after.
+		if !tok.ExpiresAt.After(now) || u.EmailUnclaimed {
+			// Commit the delete of the token; refuse it after.
 			refused = issuer.ErrNotFound
 			return nil
 		}
@@ -189,16 +190,15 @@ func (db *DB) ResetPassword(ctx context.Context, hash [32]byte, passwordHash str
 				return fmt.Errorf("insert credential account: %w", err)
 			}
 		}
-		if _, err := t.exec(ctx, `UPDATE "user" SET email_verified = ?, updated_at = ? WHERE id = ?`, true, ms(now), u.ID); err != nil {
-			return fmt.Errorf("set email verified: %w", err)
+		if p, err = prove(ctx, t, &u, now); err != nil {
+			return err
 		}
-		u.EmailVerified, u.UpdatedAt = true, fromMS(ms(now))
 		if revokeSessions {
 			n, err := endUser(ctx, t, revs, u.ID, "", now)
 			if err != nil {
 				return fmt.Errorf("revoke sessions: %w", err)
 			}
-			revoked = n
+			p.SessionsEnded = n
 		}
 		return nil
 	})
@@ -206,33 +206,78 @@ func (db *DB) ResetPassword(ctx context.Context, hash [32]byte, passwordHash str
 		err = refused
 	}
 	if err != nil {
-		return issuer.User{}, 0, err
+		return issuer.User{}, issuer.Proof{}, err
 	}
-	return u, revoked, nil
+	return u, p, nil
+}
+
+// prove marks u's address verified, in t. When it was not verified
+// before, it also removes u's provider accounts: they were linked before
+// anyone proved the address (issuer.Proof). u is updated.
+func prove(ctx context.Context, t tx, u *issuer.User, now time.Time) (issuer.Proof, error) {
+	p := issuer.Proof{WasVerified: u.EmailVerified}
+	if p.WasVerified {
+		return p, nil
+	}
+	var err error
+	if p.Unlinked, err = unlinkProviders(ctx, t, u.ID); err != nil {
+		return p, err
+	}
+	if _, err := t.exec(ctx, `UPDATE "user" SET email_verified = ?, updated_at = ? WHERE id = ?`, true, ms(now), u.ID); err != nil {
+		return p, fmt.Errorf("set email verified: %w", err)
+	}
+	u.EmailVerified, u.UpdatedAt = true, fromMS(ms(now))
+	return p, nil
+}
+
+// unlinkProviders deletes the user's provider accounts (every account but
+// the password's) and returns their provider ids, sorted.
+func unlinkProviders(ctx context.Context, t tx, userID string) ([]string, error) {
+	rows, err := t.QueryContext(ctx, t.db.q(`DELETE FROM account WHERE user_id = ? AND provider_id <> 'credential' RETURNING provider_id`), userID)
+	if err != nil {
+		return nil, fmt.Errorf("remove provider accounts: %w", err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, fmt.Errorf("remove provider accounts: %w", err)
+		}
+		out = append(out, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("remove provider accounts: %w", err)
+	}
+	slices.Sort(out)
+	return out, nil
 }
 
 // VerifyEmail, in one transaction: spends the verification token
 // (issuer.ErrNotFound when it is missing or expired), checks its user
-// still has the address it was sent to (case-insensitive;
-// issuer.ErrNotFound otherwise), sets email_verified and updated_at
-// unless already set, and deletes the user's other verification tokens.
-// A token refused for expiry or a changed address is deleted all the
-// same: it can never succeed later (an address changed back included).
-// wasVerified is email_verified before; u is the user as it now is.
-// When the address was not verified before and signIn is not nil, the
-// same transaction inserts *signIn as a session of the token's user (its
-// UserID set to them): the sign-in a verification grants happens with
-// it, or the token is not spent. A banned user gets no session.
+// still has the address it was sent to (case-insensitive) and that the
+// address is not unclaimed (issuer.ErrNotFound otherwise), sets
+// email_verified and updated_at and removes the user's provider accounts
+// unless it was verified already (issuer.Proof), and deletes the user's
+// other verification tokens. A token refused for expiry or a changed
+// address is deleted all the same: it can never succeed later (an address
+// changed back included). u is the user as it now is. When the address
+// was not verified before and signIn is not nil, the same transaction
+// inserts *signIn as a session of the token's user (its UserID set to
+// them): the sign-in a verification grants happens with it, or the token
+// is not spent. A banned user gets no session.
 //
 // A change-of-address token (issuer.KindChangeEmail) moves the user to
-// the address it was sent to, verified, unless another user has taken
-// that address since (issuer.ErrNotFound, the token spent). It signs
-// nobody in: wasVerified is then true (only a verified address is
-// changed through a link).
-func (db *DB) VerifyEmail(ctx context.Context, hash [32]byte, now time.Time, signIn *issuer.Session) (u issuer.User, wasVerified bool, err error) {
+// the address it was sent to, verified, removing the user's provider
+// accounts, unless another user has taken that address since
+// (issuer.ErrNotFound, the token spent). It signs nobody in: WasVerified
+// is then true.
+func (db *DB) VerifyEmail(ctx context.Context, hash [32]byte, now time.Time, signIn *issuer.Session) (issuer.User, issuer.Proof, error) {
 	db.observe(ctx, "verify_email")
+	var u issuer.User
+	var p issuer.Proof
 	var refused error
-	err = db.withTx(ctx, func(t tx) error {
+	err := db.withTx(ctx, func(t tx) error {
 		var kind string
 		err := t.queryRow(ctx, `SELECT kind FROM recovery_token WHERE hash = ?`, hash[:]).Scan(&kind)
 		if errors.Is(err, sql.ErrNoRows) || (err == nil && mail.Kind(kind) != mail.EmailVerification && mail.Kind(kind) != issuer.KindChangeEmail) {
@@ -250,26 +295,22 @@ func (db *DB) VerifyEmail(ctx context.Context, hash [32]byte, now time.Time, sig
 			refused = issuer.ErrNotFound
 			return nil
 		}
-		wasVerified = u.EmailVerified
 		if tok.Kind == issuer.KindChangeEmail {
-			wasVerified = true
-			return changeEmail(ctx, t, &u, tok, now, &refused)
+			p, err = changeEmail(ctx, t, &u, tok, now, &refused)
+			return err
 		}
-		if !strings.EqualFold(u.Email, tok.Email) {
+		if !strings.EqualFold(u.Email, tok.Email) || u.EmailUnclaimed {
 			refused = issuer.ErrNotFound
 			return nil
 		}
-		if !wasVerified {
-			if _, err := t.exec(ctx, `UPDATE "user" SET email_verified = ?, updated_at = ? WHERE id = ?`, true, ms(now), u.ID); err != nil {
-				return fmt.Errorf("set email verified: %w", err)
-			}
-			u.EmailVerified, u.UpdatedAt = true, fromMS(ms(now))
-			if signIn != nil && !u.Ban.Active(now) {
-				ns := *signIn
-				ns.UserID = u.ID
-				if err := insertSession(ctx, t, ns); err != nil {
-					return fmt.Errorf("sign in after verification: %w", err)
-				}
+		if p, err = prove(ctx, t, &u, now); err != nil {
+			return err
+		}
+		if !p.WasVerified && signIn != nil && !u.Ban.Active(now) {
+			ns := *signIn
+			ns.UserID = u.ID
+			if err := insertSession(ctx, t, ns); err != nil {
+				return fmt.Errorf("sign in after verification: %w", err)
 			}
 		}
 		if _, err := t.exec(ctx, `DELETE FROM recovery_token WHERE user_id = ? AND kind = ?`, u.ID, string(mail.EmailVerification)); err != nil {
@@ -281,29 +322,36 @@ func (db *DB) VerifyEmail(ctx context.Context, hash [32]byte, now time.Time, sig
 		err = refused
 	}
 	if err != nil {
-		return issuer.User{}, false, err
+		return issuer.User{}, issuer.Proof{}, err
 	}
-	return u, wasVerified, nil
+	return u, p, nil
 }
 
 // changeEmail moves u to the address of the spent change-of-address token
 // tok, verified, and deletes u's other such tokens; when the address is
 // another user's now, it refuses the token instead.
-func changeEmail(ctx context.Context, t tx, u *issuer.User, tok issuer.RecoveryToken, now time.Time, refused *error) error {
+func changeEmail(ctx context.Context, t tx, u *issuer.User, tok issuer.RecoveryToken, now time.Time, refused *error) (issuer.Proof, error) {
+	p := issuer.Proof{WasVerified: true}
 	var taken int
-	if err := t.queryRow(ctx, `SELECT count(*) FROM "user" WHERE email = ? AND id <> ?`, tok.Email, u.ID).Scan(&taken); err != nil {
-		return fmt.Errorf("change email: %w", err)
+	if err := t.queryRow(ctx, `SELECT count(*) FROM "user" u WHERE u.email = ? AND u.id <> ?`+claimed, tok.Email, u.ID).Scan(&taken); err != nil {
+		return p, fmt.Errorf("change email: %w", err)
 	}
 	if taken > 0 {
 		*refused = issuer.ErrNotFound
-		return nil
+		return p, nil
 	}
-	if _, err := t.exec(ctx, `UPDATE "user" SET email = ?, email_verified = ?, updated_at = ? WHERE id = ?`, tok.Email, true, ms(now), u.ID); err != nil {
-		return fmt.Errorf("change email: %w", err)
+	// The new address is proven here for the first time, whatever the
+	// old one was: accounts linked before are removed (issuer.Proof).
+	var err error
+	if p.Unlinked, err = unlinkProviders(ctx, t, u.ID); err != nil {
+		return p, err
 	}
-	u.Email, u.EmailVerified, u.UpdatedAt = tok.Email, true, fromMS(ms(now))
+	if _, err := t.exec(ctx, `UPDATE "user" SET email = ?, email_verified = ?, email_unclaimed = ?, updated_at = ? WHERE id = ?`, tok.Email, true, false, ms(now), u.ID); err != nil {
+		return p, fmt.Errorf("change email: %w", err)
+	}
+	u.Email, u.EmailVerified, u.EmailUnclaimed, u.UpdatedAt = tok.Email, true, false, fromMS(ms(now))
 	if _, err := t.exec(ctx, `DELETE FROM recovery_token WHERE user_id = ? AND kind = ?`, u.ID, string(issuer.KindChangeEmail)); err != nil {
-		return fmt.Errorf("delete other change-of-address tokens: %w", err)
+		return p, fmt.Errorf("delete other change-of-address tokens: %w", err)
 	}
-	return nil
+	return p, nil
 }

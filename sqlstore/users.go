@@ -37,8 +37,8 @@ func (db *DB) CreateUser(ctx context.Context, u issuer.User, passwordHash string
 // insertUser inserts u; a taken email is issuer.ErrEmailTaken.
 func insertUser(ctx context.Context, t tx, u issuer.User) error {
 	_, err := t.exec(ctx,
-		`INSERT INTO "user" (id, name, email, email_verified, image, created_at, updated_at, banned, ban_reason, ban_expires) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		u.ID, u.Name, u.Email, u.EmailVerified, u.Image, ms(u.CreatedAt), ms(u.UpdatedAt), u.Ban.Banned, nullString(u.Ban.Reason), nullMS(u.Ban.Expires))
+		`INSERT INTO "user" (id, name, email, email_verified, image, created_at, updated_at, banned, ban_reason, ban_expires, email_unclaimed) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		u.ID, u.Name, u.Email, u.EmailVerified, u.Image, ms(u.CreatedAt), ms(u.UpdatedAt), u.Ban.Banned, nullString(u.Ban.Reason), nullMS(u.Ban.Expires), u.EmailUnclaimed)
 	if t.db.dl.emailTaken(err) {
 		return issuer.ErrEmailTaken
 	}
@@ -48,14 +48,19 @@ func insertUser(ctx context.Context, t tx, u issuer.User) error {
 	return nil
 }
 
-const userColumns = `u.id, u.name, u.email, u.email_verified, u.image, u.created_at, u.updated_at, u.banned, u.ban_reason, u.ban_expires`
+const userColumns = `u.id, u.name, u.email, u.email_verified, u.image, u.created_at, u.updated_at, u.banned, u.ban_reason, u.ban_expires, u.email_unclaimed`
+
+// claimed is the condition of every lookup by email on a request's
+// behalf: a user whose address is unclaimed (issuer.User.EmailUnclaimed)
+// is never found by it.
+const claimed = ` AND NOT u.email_unclaimed`
 
 func scanUser(sc interface{ Scan(...any) error }, extra ...any) (issuer.User, error) {
 	var u issuer.User
 	var image, banReason sql.NullString
 	var created, updated int64
 	var banExpires sql.NullInt64
-	dest := append([]any{&u.ID, &u.Name, &u.Email, &u.EmailVerified, &image, &created, &updated, &u.Ban.Banned, &banReason, &banExpires}, extra...)
+	dest := append([]any{&u.ID, &u.Name, &u.Email, &u.EmailVerified, &image, &created, &updated, &u.Ban.Banned, &banReason, &banExpires, &u.EmailUnclaimed}, extra...)
 	if err := sc.Scan(dest...); err != nil {
 		return issuer.User{}, err
 	}
@@ -78,7 +83,7 @@ func (db *DB) CredentialByEmail(ctx context.Context, email string) (issuer.User,
 	row := db.queryRow(ctx,
 		`SELECT `+userColumns+`, a.password FROM "user" u
 		 JOIN account a ON a.user_id = u.id AND a.provider_id = 'credential'
-		 WHERE u.email = ?`, email)
+		 WHERE u.email = ?`+claimed, email)
 	u, err := scanUser(row, &hash)
 	if errors.Is(err, sql.ErrNoRows) || (err == nil && !hash.Valid) {
 		return issuer.User{}, "", issuer.ErrNotFound

@@ -68,7 +68,7 @@ func cmdUsersSetPassword(ctx context.Context, e *cliEnv, args []string) error {
 	}
 	defer a.Close()
 	// Look the user up before reading stdin or paying for a hash.
-	u, err := a.db.UserByEmail(ctx, email)
+	u, err := a.db.OperatorUserByEmail(ctx, email)
 	if err != nil {
 		return notFound(err, email)
 	}
