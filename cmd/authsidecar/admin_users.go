@@ -32,7 +32,12 @@ func cmdUsersList(ctx context.Context, e *cliEnv, _ []string) error {
 	tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tEMAIL\tNAME\tCREATED\tSESSIONS")
 	for _, u := range users {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\n", u.ID, printable(u.Email), printable(u.Name), timeText(u.CreatedAt), u.LiveSessions)
+		email := printable(u.Email)
+		if u.EmailUnclaimed {
+			// From a provider that did not verify it: shown, not held.
+			email += " (unclaimed)"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\n", u.ID, email, printable(u.Name), timeText(u.CreatedAt), u.LiveSessions)
 	}
 	return tw.Flush()
 }
