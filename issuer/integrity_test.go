@@ -43,6 +43,33 @@ func newIntegrityEnv(t *testing.T, cfg func(map[string]*idp.Config)) *integrityE
 	return ie
 }
 
+// signedUp signs a password user up, marks the address verified when
+// verified (as a followed link would), and returns a browser signed in
+// as it.
+func (ie *integrityEnv) signedUp(t *testing.T, email, password string, verified bool) *browser {
+	t.Helper()
+	ie.signUp(email, password)
+	if verified {
+		if _, err := ie.rawDB(t).Exec(`UPDATE "user" SET email_verified = 1 WHERE email = ?`, email); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b := ie.browser(t)
+	b.signIn(email, password)
+	return b
+}
+
+// link runs a link-social flow at the provider (its stand-in or the OP as
+// u) and returns where the callback sends the browser, and its error.
+func (b *browser) link(body map[string]any, u oidctest.User) (string, string) {
+	b.t.Helper()
+	r := b.post("/api/auth/link-social", body)
+	if r.status != http.StatusOK {
+		b.t.Fatalf("link-social: got %d %s", r.status, r.body)
+	}
+	return location(b.t, b.callback(b.login(r.json(b.t)["url"].(string), u)))
+}
+
 // signIn signs the browser in with a password.
 func (b *browser) signIn(email, password string) {
 	b.t.Helper()
@@ -79,9 +106,7 @@ const (
 func TestLinkSocialNeedsVerifiedAddress(t *testing.T) {
 	ie := newIntegrityEnv(t, nil)
 	ie.si.Google = oidctest.GoogleUser{Sub: "g-mal", Email: "mallory@evil.test", EmailVerified: true}
-	ie.signUp("mallory@evil.test", malPW)
-	b := ie.browser(t)
-	b.signIn("mallory@evil.test", malPW)
+	b := ie.signedUp(t, "mallory@evil.test", malPW, false)
 	before := ie.counts()
 	for _, body := range []map[string]any{
 		{"provider": "google", "callbackURL": "/settings"},
@@ -103,11 +128,7 @@ func TestLinkSocialNeedsVerifiedAddress(t *testing.T) {
 	if _, err := ie.rawDB(t).Exec(`UPDATE "user" SET email_verified = 1`); err != nil {
 		t.Fatal(err)
 	}
-	r := b.post("/api/auth/link-social", map[string]any{"provider": "google", "callbackURL": "/settings"})
-	if r.status != http.StatusOK {
-		t.Fatalf("link-social, verified: got %d %s", r.status, r.body)
-	}
-	if loc, code := location(t, b.callback(b.login(r.json(t)["url"].(string), oidctest.User{}))); code != "" || loc != "/settings" {
+	if loc, code := b.link(map[string]any{"provider": "google", "callbackURL": "/settings"}, oidctest.User{}); code != "" || loc != "/settings" {
 		t.Fatalf("link callback, verified: got %q", loc)
 	}
 	if n := ie.count("account"); n != 2 {
@@ -122,18 +143,12 @@ func TestLinkSocialNeedsVerifiedAddress(t *testing.T) {
 func TestLinkCallbackNeedsVerifiedAddress(t *testing.T) {
 	ie := newIntegrityEnv(t, nil)
 	ie.si.Google = oidctest.GoogleUser{Sub: "g-ann", Email: "ann@example.com", EmailVerified: true}
-	ie.signUp("ann@example.com", annPW)
-	db := ie.rawDB(t)
-	if _, err := db.Exec(`UPDATE "user" SET email_verified = 1`); err != nil {
-		t.Fatal(err)
-	}
-	b := ie.browser(t)
-	b.signIn("ann@example.com", annPW)
+	b := ie.signedUp(t, "ann@example.com", annPW, true)
 	r := b.post("/api/auth/link-social", map[string]any{"provider": "google", "callbackURL": "/settings", "errorCallbackURL": "/oops"})
 	if r.status != http.StatusOK {
 		t.Fatalf("link-social: got %d %s", r.status, r.body)
 	}
-	if _, err := db.Exec(`UPDATE "user" SET email_verified = 0`); err != nil {
+	if _, err := ie.rawDB(t).Exec(`UPDATE "user" SET email_verified = 0`); err != nil {
 		t.Fatal(err)
 	}
 	if loc, code := location(t, b.callback(b.login(r.json(t)["url"].(string), oidctest.User{}))); code != "email_not_verified" || !strings.HasPrefix(loc, "/oops") {
@@ -151,15 +166,9 @@ func TestLinkCallbackNeedsVerifiedAddress(t *testing.T) {
 func TestChangeEmailRefusedWithProviderLinked(t *testing.T) {
 	ie := newIntegrityEnv(t, nil)
 	ie.si.Google = oidctest.GoogleUser{Sub: "g-ann", Email: "ann@example.com", EmailVerified: true}
-	ie.signUp("ann@example.com", annPW)
-	if _, err := ie.rawDB(t).Exec(`UPDATE "user" SET email_verified = 1`); err != nil {
-		t.Fatal(err)
-	}
-	b := ie.browser(t)
-	b.signIn("ann@example.com", annPW)
-	r := b.post("/api/auth/link-social", map[string]any{"provider": "google"})
-	location(t, b.callback(b.login(r.json(t)["url"].(string), oidctest.User{})))
-	r = b.post("/api/auth/change-email", map[string]any{"newEmail": victimAddr})
+	b := ie.signedUp(t, "ann@example.com", annPW, true)
+	b.link(map[string]any{"provider": "google"}, oidctest.User{})
+	r := b.post("/api/auth/change-email", map[string]any{"newEmail": victimAddr})
 	if r.status != http.StatusBadRequest || r.code(t) != "EMAIL_CAN_NOT_BE_UPDATED" {
 		t.Errorf("change-email with google linked: got %d %s, want 400 EMAIL_CAN_NOT_BE_UPDATED", r.status, r.body)
 	}
@@ -202,9 +211,7 @@ func TestChangeEmailRefusedWithProviderLinked(t *testing.T) {
 func TestPreRegistrationTakeover(t *testing.T) {
 	ie := newIntegrityEnv(t, nil)
 	ie.si.Google = oidctest.GoogleUser{Sub: "g-mal", Email: "mallory@evil.test", EmailVerified: true}
-	ie.signUp("mallory@evil.test", malPW)
-	mal := ie.browser(t)
-	mal.signIn("mallory@evil.test", malPW)
+	mal := ie.signedUp(t, "mallory@evil.test", malPW, false)
 
 	// 2. link-social with her own provider account: refused now.
 	r := mal.post("/api/auth/link-social", map[string]any{"provider": "google"})
@@ -399,9 +406,7 @@ func TestTrustedUnverifiedAddressReservesNothing(t *testing.T) {
 func TestChangeEmailSameAnswerTakenOrFree(t *testing.T) {
 	ie := newIntegrityEnv(t, nil)
 	ie.signUp("bob@example.com", annPW)
-	ie.signUp("mallory@evil.test", malPW)
-	mal := ie.browser(t)
-	mal.signIn("mallory@evil.test", malPW)
+	mal := ie.signedUp(t, "mallory@evil.test", malPW, false)
 	taken := mal.post("/api/auth/change-email", map[string]any{"newEmail": "bob@example.com"})
 	ie.iss.Wait()
 	afterTaken := mal.user()

@@ -233,24 +233,12 @@ func prove(ctx context.Context, t tx, u *issuer.User, now time.Time) (issuer.Pro
 // unlinkProviders deletes the user's provider accounts (every account but
 // the password's) and returns their provider ids, sorted.
 func unlinkProviders(ctx context.Context, t tx, userID string) ([]string, error) {
-	rows, err := t.QueryContext(ctx, t.db.q(`DELETE FROM account WHERE user_id = ? AND provider_id <> 'credential' RETURNING provider_id`), userID)
+	ids, err := queryStrings(ctx, t, `DELETE FROM account WHERE user_id = ? AND provider_id <> 'credential' RETURNING provider_id`, userID)
 	if err != nil {
 		return nil, fmt.Errorf("remove provider accounts: %w", err)
 	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			return nil, fmt.Errorf("remove provider accounts: %w", err)
-		}
-		out = append(out, id)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("remove provider accounts: %w", err)
-	}
-	slices.Sort(out)
-	return out, nil
+	slices.Sort(ids)
+	return ids, nil
 }
 
 // VerifyEmail, in one transaction: spends the verification token

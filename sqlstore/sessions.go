@@ -192,21 +192,27 @@ func endUser(ctx context.Context, t tx, revs *[]revocation.Record, userID, keepT
 // deleteSessions deletes the user's sessions but keepToken's (every one
 // when it is empty: tokens never are) and returns their ids.
 func deleteSessions(ctx context.Context, t tx, userID, keepToken string) ([]string, error) {
-	rows, err := t.query(ctx, `DELETE FROM session WHERE user_id = ? AND token <> ? RETURNING id`, userID, keepToken)
+	ids, err := queryStrings(ctx, t, `DELETE FROM session WHERE user_id = ? AND token <> ? RETURNING id`, userID, keepToken)
 	if err != nil {
 		return nil, fmt.Errorf("delete sessions: %w", err)
 	}
-	defer rows.Close()
-	var ids []string
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			return nil, fmt.Errorf("delete sessions: %w", err)
-		}
-		ids = append(ids, id)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("delete sessions: %w", err)
-	}
 	return ids, nil
+}
+
+// queryStrings runs q in t and returns its rows' one text column.
+func queryStrings(ctx context.Context, t tx, q string, args ...any) ([]string, error) {
+	rows, err := t.query(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var v string
+		if err := rows.Scan(&v); err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, rows.Err()
 }
