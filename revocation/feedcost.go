@@ -10,9 +10,9 @@ import (
 
 // What a feed answer costs, and what bounds it. Anyone may ask the feed
 // (verifiers hold no credential), and a full-sync page is about 570 KiB
-// built, encoded and signed: about 3 ms of CPU in process, 11-14 ms
-// through the binary with 100,000 revocations held. Three things keep
-// that bounded whatever the askers send:
+// built, encoded and signed: 3-5 ms of CPU in process (BenchmarkFeedPage),
+// 5-14 ms through the binary with 100,000 revocations held. Three things
+// keep that bounded whatever the askers send:
 //
 //   - Only real positions are built (wire.go, build): a cursor has one
 //     spelling, and one naming no real position gets a small redirect.
@@ -25,13 +25,12 @@ import (
 //     most freeEntries revocations: a long poll's answer, so a verifier
 //     that is in sync never waits on the budget) and redirects.
 
-// The budget: buildsPerSecond full pages a second, buildBurst at once.
-// At 11-14 ms a page through the binary this bounds the feed to about a
-// tenth of one core (sustained) whatever the askers send; a verifier's
-// full sync of 100,000 revocations is 6 pages and of a million about 55,
-// so the burst takes one at once and a fleet restarting together is in
-// within seconds (pages asked by verifiers that started in the same second
-// are shared).
+// The budget: buildsPerSecond page builds a second, buildBurst at once.
+// At 5-14 ms a page this bounds the feed to 4-11% of one core, sustained,
+// whatever the askers send. A verifier's full sync of 100,000
+// revocations is 6 pages and of a million about 50: the burst takes most
+// of one at once (the rest comes at the rate, the verifier retrying with
+// its backoff), and verifiers that start together share their pages.
 const (
 	buildsPerSecond = 8
 	buildBurst      = 32

@@ -2,6 +2,7 @@ package revocation_test
 
 import (
 	"bytes"
+	"context"
 	"crypto/ed25519"
 	"encoding/base64"
 	"encoding/json"
@@ -10,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"sync"
@@ -48,7 +50,7 @@ func newFeedRig(t testing.TB, recs ...revocation.Record) *feedRig {
 	_, priv, _ := ed25519.GenerateKey(nil)
 	sign := signer(priv, "k1")
 	rig.feed = revocation.NewFeed(revocation.FeedOptions{
-		Set: rig.set, Issuer: issuerName, Metrics: rig.metrics, Logger: quiet, Now: now, PollInterval: 20 * time.Millisecond,
+		Set: rig.set, Issuer: issuerName, Metrics: rig.metrics, Logger: quiet, Now: now, PollInterval: 250 * time.Millisecond,
 		Sign: func(typ string, p json.RawMessage) (string, error) {
 			if rig.hold != nil {
 				rig.hold()
@@ -499,5 +501,70 @@ func BenchmarkFeedPage(b *testing.B) {
 		if w.Code != 200 || w.Body.Len() < 500_000 {
 			b.Fatalf("got %d, %d bytes, want a page", w.Code, w.Body.Len())
 		}
+	}
+}
+
+// TestFeedBusyVerifierSyncs: a verifier whose full sync finds the budget
+// spent (503 FEED_BUSY) retries and completes it once builds are there
+// again: a busy feed delays a sync, it does not break it.
+func TestFeedBusyVerifierSyncs(t *testing.T) {
+	// The feed's clock stands still from the moment the budget is spent
+	// until the verifier has met FEED_BUSY, so nothing refills between.
+	var frozen atomic.Int64
+	now := func() time.Time {
+		if ns := frozen.Load(); ns != 0 {
+			return time.Unix(0, ns)
+		}
+		return time.Now()
+	}
+	is := newIssuerSideAt(t, filepath.Join(t.TempDir(), "auth.db"), now)
+	const heads = revocation.BuildBurst + 8
+	for range heads {
+		if err := is.db.RevokeAll(context.Background(), time.Now().Add(-time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	within(t, 2*time.Second, "the issuer polling its revocations", func() bool {
+		rec := httptest.NewRecorder()
+		is.feed.ServeHTTP(rec, httptest.NewRequest("GET", fmt.Sprintf("/?since=s.%d.2.0", heads), nil))
+		return rec.Code == 200
+	})
+	var busy atomic.Int64
+	var spent sync.Once
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// Before the verifier's first request, spend the budget on pages
+		// of every real head.
+		spent.Do(func() {
+			frozen.Store(time.Now().UnixNano())
+			for i := range heads {
+				rec := httptest.NewRecorder()
+				is.feed.ServeHTTP(rec, httptest.NewRequest("GET", fmt.Sprintf("/?since=s.%d.2.0", i+1), nil))
+				if rec.Code == 503 {
+					return
+				}
+			}
+			t.Error("the budget was never spent")
+		})
+		rec := httptest.NewRecorder()
+		is.feed.ServeHTTP(rec, r)
+		if rec.Code == 503 && bytes.Contains(rec.Body.Bytes(), []byte("FEED_BUSY")) {
+			busy.Add(1)
+		}
+		frozen.Store(0)
+		for k, v := range rec.Header() {
+			w.Header()[k] = v
+		}
+		w.WriteHeader(rec.Code)
+		w.Write(rec.Body.Bytes())
+	}))
+	t.Cleanup(front.Close) // after the client stops
+	is.srv.URL = front.URL
+	vset := revocation.NewSet(revocation.SetOptions{TTL: ttl})
+	is.client(t, vset, time.Minute)
+	within(t, 15*time.Second, "the verifier's sync through a spent budget", func() bool {
+		return vset.Usable() && vset.GlobalCutoff() != 0
+	})
+	if busy.Load() == 0 {
+		t.Error("the verifier never met FEED_BUSY: the budget was not spent when it asked")
 	}
 }

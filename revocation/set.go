@@ -301,14 +301,6 @@ func (s *Set) Page(kind Kind, after uint64, limit int) (entries []Entry, more bo
 	return entries, b < t.base.len() || d < t.delta.len()
 }
 
-// PageLen is how many entries Page would return, at most (a key held in
-// both layers counts twice): what a page will cost, known before it is
-// built.
-func (s *Set) PageLen(kind Kind, after uint64, limit int) int {
-	t := s.cur.Load().tier(kind)
-	return min(limit, t.base.len()-t.base.search(after)+t.delta.len()-t.delta.search(after))
-}
-
 // KeyAtOrBelow returns the largest key of kind held that is at most key,
 // 0 when none: the real position a full sync's cursor stands for (a page
 // after a key the set does not hold lists what the page after this one
