@@ -15,7 +15,8 @@
 // fills its Set with a [Poller], one indexed query per poll interval
 // whatever the traffic; a verifier fills its own from the issuer's feed
 // (GET /api/auth/revocations, a [Feed] served from memory, long-polled,
-// signed with the JWKS signing key) with a [Client].
+// signed with the JWKS signing key, each page built once for all its
+// askers and paid from a budget of builds) with a [Client].
 //
 // The file docs/revocation.md holds the whole design, its measured bound
 // and its memory sizing.

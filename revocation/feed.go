@@ -3,12 +3,15 @@ package revocation
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"net/http"
 	"sort"
 	"strconv"
 	"sync"
 	"time"
+
+	"golang.org/x/time/rate"
 )
 
 // FeedOptions configures NewFeed.
@@ -26,7 +29,11 @@ type FeedOptions struct {
 	// verifier that last asked another replica) waits this long, twice,
 	// for it to catch up. Zero: 1s.
 	PollInterval time.Duration
-	// Logger; zero: slog.Default(). Now; zero: time.Now.
+	// Metrics counts the answers built, shared and refused. Zero: not
+	// counted.
+	Metrics *Metrics
+	// Logger; zero: slog.Default(). Now; zero: time.Now (the budget of
+	// page builds runs on it too).
 	Logger *slog.Logger
 	Now    func() time.Time
 }
@@ -54,18 +61,14 @@ type Feed struct {
 	draining  context.Context
 	stopWaits context.CancelFunc
 
-	// signed holds the signed full-sync answers of the current second by
-	// their since, with the head each was built at: anyone may ask for a
-	// full sync, and building and signing a 600 KiB page per request would
-	// let a few clients spend the issuer's CPU (found in review). Within
-	// one second the same answer serves everyone; its iat is that second.
+	// signed holds the signed answers of the current second that cost a
+	// page build (feedcost.go), by their since, with the head each was
+	// built at; flights the builds under way, which the same since joins.
 	signed    map[string]signedPage
 	signedSec int64
-}
-
-type signedPage struct {
-	head int64
-	tok  string
+	flights   map[string]*flight
+	// budget is the page builds left (feedcost.go).
+	budget *rate.Limiter
 }
 
 type logEntry struct {
@@ -94,7 +97,8 @@ func NewFeed(o FeedOptions) *Feed {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	f := &Feed{o: o, moved: make(chan struct{}), polled: make(chan struct{})}
+	f := &Feed{o: o, moved: make(chan struct{}), polled: make(chan struct{}), flights: map[string]*flight{},
+		budget: rate.NewLimiter(buildsPerSecond, buildBurst)}
 	f.draining, f.stopWaits = context.WithCancel(context.Background())
 	return f
 }
@@ -145,7 +149,7 @@ func (f *Feed) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	since := q.Get("since")
 	cur, err := parseCursor(since)
 	if err != nil {
-		writeError(w, http.StatusBadRequest, "BAD_REQUEST", "since: "+err.Error())
+		writeError(w, http.StatusBadRequest, "INVALID_CURSOR", "since: "+err.Error()+": send the cursor of the last answer as it came, or none for a full sync")
 		return
 	}
 	wait := time.Duration(0)
@@ -158,6 +162,7 @@ func (f *Feed) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		wait = time.Duration(n) * time.Second
 	}
 	if tok, ok := f.cachedPage(since, f.o.Now().Unix()); ok {
+		f.o.Metrics.fed(nil, answerShared)
 		writeToken(w, tok)
 		return
 	}
@@ -170,63 +175,51 @@ func (f *Feed) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	defer context.AfterFunc(f.draining, cancel)()
-	p, ok := f.answer(ctx, cur, deadline)
-	if !ok {
-		w.Header().Set("Retry-After", "1")
-		writeError(w, http.StatusServiceUnavailable, "REVOCATIONS_UNAVAILABLE", "Revocations not available here yet; retry")
+	if !f.await(ctx, cur, deadline) {
+		writeUnavailable(w)
 		return
 	}
-	now := f.o.Now()
-	p.Iss, p.Aud, p.Iat, p.Exp, p.Since = f.o.Issuer, feedAudience, now.Unix(), now.Unix()+feedLifetime, since
-	body, err := json.Marshal(p)
-	if err == nil {
-		var tok string
-		if tok, err = f.o.Sign(FeedType, body); err == nil {
-			if p.full {
-				f.keepPage(since, now.Unix(), tok)
-			}
-			writeToken(w, tok)
-			return
-		}
+	tok, err := f.answer(r.Context(), since, cur)
+	var busy *busyError
+	switch {
+	case err == nil:
+		writeToken(w, tok)
+	case errors.As(err, &busy):
+		w.Header().Set("Retry-After", strconv.Itoa(int(max(time.Second, busy.retry.Round(time.Second))/time.Second)))
+		writeError(w, http.StatusServiceUnavailable, "FEED_BUSY", "Revocation feed busy: too many pages asked for; retry")
+	case errors.Is(err, errNotLoaded):
+		writeUnavailable(w)
+	case r.Context().Err() != nil:
+		// The asker left while the build it waited for ran.
+	default:
+		f.o.Logger.Error("revocation feed: answer not signed", "error", err.Error())
+		writeError(w, http.StatusInternalServerError, "INTERNAL_SERVER_ERROR", "Internal server error")
 	}
-	f.o.Logger.Error("revocation feed: answer not signed", "error", err.Error())
-	writeError(w, http.StatusInternalServerError, "INTERNAL_SERVER_ERROR", "Internal server error")
 }
 
-// answer builds the payload for cur, waiting until deadline for news when
-// there is none; ok is false when this process cannot answer (not loaded,
-// or behind the cursor and not catching up).
-func (f *Feed) answer(ctx context.Context, cur cursor, deadline time.Time) (feedPayload, bool) {
-	if !cur.full || !cur.start {
-		// Asked past what this process has read: another replica answered
-		// last. Let the poller catch up. If it has polled since the request
-		// came and is still behind, an incremental cursor is another
-		// database's: start over.
-		switch caught, polled := f.catchUp(ctx, cur.id); {
-		case caught:
-		case polled && !cur.full:
-			cur = cursor{full: true, start: true}
-		default:
-			return feedPayload{}, false
-		}
+// await waits until this process can answer cur, until deadline for an
+// incremental cursor at its head (a long poll: until news comes). It
+// returns false when it cannot answer (not loaded, or behind the cursor
+// and not catching up). A cursor still ahead after two polls is let
+// through: build answers it with a full sync.
+func (f *Feed) await(ctx context.Context, cur cursor, deadline time.Time) bool {
+	if cur.start {
+		return true
 	}
-	if cur.full {
-		return f.fullPage(cur)
+	// Asked past what this process has read: another replica answered
+	// last. Let the poller catch up. If it has polled since the request
+	// came and is still behind, the cursor is another database's.
+	if caught, polled := f.catchUp(ctx, cur.id); !caught && !polled {
+		return false
 	}
-	for {
+	for !cur.full {
 		f.mu.Lock()
-		if cur.id < f.floor {
-			f.mu.Unlock()
-			return f.fullPage(cursor{full: true, start: true})
-		}
-		i := sort.Search(len(f.log), func(i int) bool { return f.log[i].id > cur.id })
+		news := cur.id < f.floor || cur.id > f.head || (len(f.log) > 0 && f.log[len(f.log)-1].id > cur.id)
 		moved := f.moved
-		if i < len(f.log) || !f.o.Now().Before(deadline) {
-			p := f.incremental(i, cur.id)
-			f.mu.Unlock()
-			return p, true
-		}
 		f.mu.Unlock()
+		if news || !f.o.Now().Before(deadline) {
+			return true
+		}
 		t := time.NewTimer(deadline.Sub(f.o.Now()))
 		select {
 		case <-moved:
@@ -236,6 +229,93 @@ func (f *Feed) answer(ctx context.Context, cur cursor, deadline time.Time) (feed
 		}
 		t.Stop()
 	}
+	return true
+}
+
+// errNotLoaded: the poller's first poll is not in.
+var errNotLoaded = errors.New("revocations not loaded yet")
+
+// build makes the payload answering cur now: the page or the news it
+// asks for, or a redirect to the real position it stands for. A page
+// whose building costs (a full-sync page; news of more than freeEntries)
+// is charged to the budget first, and says so (charged): it is kept for
+// the rest of its second.
+func (f *Feed) build(cur cursor) (p feedPayload, charged bool, err error) {
+	f.mu.Lock()
+	ready, head, floor, held := f.ready, f.head, f.floor, cur.id
+	if !cur.start && cur.id >= floor && cur.id <= head {
+		held = f.heldID(cur.id)
+	}
+	f.mu.Unlock()
+	switch {
+	case !ready:
+		return p, false, errNotLoaded
+	case cur.start:
+		return f.fullPage(cursor{full: true, id: head, kind: KindSession}, true)
+	case cur.id > head || cur.id < floor:
+		return restart(head), false, nil
+	case held != cur.id:
+		next := cur
+		next.id = held
+		if cur.full {
+			next.after = f.o.Set.KeyAtOrBelow(cur.kind, cur.after)
+		}
+		return redirect(next, false), false, nil
+	case !cur.full:
+		return f.news(cur.id)
+	}
+	if k := f.o.Set.KeyAtOrBelow(cur.kind, cur.after); k != cur.after {
+		next := cur
+		next.after = k
+		return redirect(next, false), false, nil
+	}
+	return f.fullPage(cur, false)
+}
+
+// restart answers a cursor still ahead of this process after two polls
+// (another database's) or behind what its log keeps (the news since
+// cannot be told): a full sync, sent on to the first page at head, which
+// everyone starting now shares, rather than a first page signed for this
+// since alone.
+func restart(head int64) feedPayload {
+	return redirect(cursor{full: true, id: head, kind: KindSession}, true)
+}
+
+// news is the incremental answer from id on, charged when it holds more
+// than freeEntries.
+func (f *Feed) news(id int64) (feedPayload, bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if id < f.floor {
+		// The log moved past it since build looked.
+		return restart(f.head), false, nil
+	}
+	i := sort.Search(len(f.log), func(i int) bool { return f.log[i].id > id })
+	if min(len(f.log)-i, pageSize) <= freeEntries {
+		return f.incremental(i, id), false, nil
+	}
+	if err := f.charge(); err != nil {
+		return feedPayload{}, false, err
+	}
+	return f.incremental(i, id), true, nil
+}
+
+// heldID is the real position an id stands for: the largest id at most
+// id this process has read (news from there on is news from id on), or
+// the floor. Called with f.mu held, for an id from floor to head.
+func (f *Feed) heldID(id int64) int64 {
+	i := sort.Search(len(f.log), func(i int) bool { return f.log[i].id > id })
+	if i == 0 {
+		return f.floor
+	}
+	return f.log[i-1].id
+}
+
+// redirect is an answer with no entries that sends the asker on to next
+// at once (complete false); reset starts a full sync. It costs a small
+// signature, not a page.
+func redirect(next cursor, reset bool) feedPayload {
+	return feedPayload{Reset: reset, Cursor: next.String(), Sessions: encodePairs(nil), Users: encodePairs(nil)}
 }
 
 // incremental is the answer from log[i:] on. Called with f.mu held.
@@ -267,18 +347,13 @@ func (f *Feed) incremental(i int, since int64) feedPayload {
 // global cutoff with the end. Each page is read from the Set as it is
 // then: every revocation up to the sync's head is in it, as the poller
 // adds to the set before it moves the head; what came since is in it or
-// comes after, in the incremental answers from that head.
-func (f *Feed) fullPage(cur cursor) (feedPayload, bool) {
-	f.mu.Lock()
-	ready, head := f.ready, f.head
-	f.mu.Unlock()
-	if !ready {
-		return feedPayload{}, false
+// comes after, in the incremental answers from that head. It is charged
+// to the budget before it is built.
+func (f *Feed) fullPage(cur cursor, reset bool) (feedPayload, bool, error) {
+	if err := f.charge(); err != nil {
+		return feedPayload{}, false, err
 	}
-	p := feedPayload{Reset: cur.start, full: true}
-	if cur.start {
-		cur = cursor{full: true, id: head, kind: KindSession}
-	}
+	p := feedPayload{Reset: reset}
 	es, more := f.o.Set.Page(cur.kind, cur.after, pageSize)
 	if cur.kind == KindSession {
 		p.Sessions = encodePairs(es)
@@ -294,10 +369,10 @@ func (f *Feed) fullPage(cur cursor) (feedPayload, bool) {
 	default:
 		p.Complete, p.All = true, f.o.Set.GlobalCutoff()
 		p.Cursor = strconv.FormatInt(cur.id, 10)
-		return p, true
+		return p, true, nil
 	}
 	p.Cursor = next.String()
-	return p, true
+	return p, true, nil
 }
 
 // catchUp waits, for at most two poll intervals, until this process has
@@ -326,40 +401,18 @@ func (f *Feed) catchUp(ctx context.Context, id int64) (caught, polled bool) {
 	}
 }
 
-// cachedPage returns the signed full-sync answer for since made this
-// second, if it was built at the head there is now or a later one.
-func (f *Feed) cachedPage(since string, sec int64) (string, bool) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.signedSec != sec {
-		return "", false
-	}
-	sp, ok := f.signed[since]
-	if !ok || sp.head < f.head {
-		return "", false
-	}
-	return sp.tok, true
-}
-
-// keepPage remembers a signed full-sync answer for the rest of sec.
-func (f *Feed) keepPage(since string, sec int64, tok string) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.signedSec != sec || len(f.signed) >= maxSignedPages {
-		f.signed, f.signedSec = map[string]signedPage{}, sec
-	}
-	f.signed[since] = signedPage{head: f.head, tok: tok}
-}
-
-// maxSignedPages bounds the answers kept for one second (a full sync of a
-// million revocations is about 100 pages).
-const maxSignedPages = 256
-
 func writeToken(w http.ResponseWriter, tok string) {
 	h := w.Header()
 	h.Set("Content-Type", "application/jwt")
 	h.Set("Cache-Control", "no-store")
 	w.Write([]byte(tok))
+}
+
+// writeUnavailable: this process cannot answer now; another replica, or
+// this one in a moment, can.
+func writeUnavailable(w http.ResponseWriter) {
+	w.Header().Set("Retry-After", "1")
+	writeError(w, http.StatusServiceUnavailable, "REVOCATIONS_UNAVAILABLE", "Revocations not available here yet; retry")
 }
 
 func writeError(w http.ResponseWriter, status int, code, message string) {

@@ -64,6 +64,13 @@ type issuerSide struct {
 
 func newIssuerSide(t *testing.T, dbPath string) *issuerSide {
 	t.Helper()
+	return newIssuerSideAt(t, dbPath, nil)
+}
+
+// newIssuerSideAt is newIssuerSide with the feed on clock now (nil:
+// time.Now).
+func newIssuerSideAt(t *testing.T, dbPath string, now func() time.Time) *issuerSide {
+	t.Helper()
 	db, err := sqlstore.OpenSQLite(context.Background(), dbPath)
 	if err != nil {
 		t.Fatal(err)
@@ -76,7 +83,7 @@ func newIssuerSide(t *testing.T, dbPath string) *issuerSide {
 			s.set.Add(r.Entry())
 		}
 	}
-	s.feed = revocation.NewFeed(revocation.FeedOptions{Set: s.set, Issuer: issuerName, Sign: signer(priv, "k1"), PollInterval: 50 * time.Millisecond, Logger: quiet})
+	s.feed = revocation.NewFeed(revocation.FeedOptions{Set: s.set, Issuer: issuerName, Sign: signer(priv, "k1"), PollInterval: 50 * time.Millisecond, Logger: quiet, Now: now})
 	s.poller = revocation.NewPoller(revocation.PollerOptions{Store: db, Set: s.set, TTL: ttl, Interval: 50 * time.Millisecond, Feed: s.feed, Logger: quiet})
 	if err := s.poller.Load(context.Background()); err != nil {
 		t.Fatal(err)

@@ -267,16 +267,20 @@ func (s *Set) publish(next *state) {
 	s.changed = make(chan struct{})
 }
 
+// tier returns the tier of kind (KindSession or KindUser).
+func (st *state) tier(kind Kind) tier {
+	if kind == KindUser {
+		return st.users
+	}
+	return st.sessions
+}
+
 // Page returns up to limit entries of kind (KindSession or KindUser) with
 // keys above after, in key order, from one version of the set, and
 // whether more follow: the feed's full sync, a page at a time. The
 // global cutoff is GlobalCutoff.
 func (s *Set) Page(kind Kind, after uint64, limit int) (entries []Entry, more bool) {
-	st := s.cur.Load()
-	t := st.sessions
-	if kind == KindUser {
-		t = st.users
-	}
+	t := s.cur.Load().tier(kind)
 	b, d := t.base.search(after), t.delta.search(after)
 	for len(entries) < limit && (b < t.base.len() || d < t.delta.len()) {
 		var p pair
@@ -295,6 +299,22 @@ func (s *Set) Page(kind Kind, after uint64, limit int) (entries []Entry, more bo
 		entries = append(entries, Entry{Kind: kind, Key: p.key, At: p.at})
 	}
 	return entries, b < t.base.len() || d < t.delta.len()
+}
+
+// KeyAtOrBelow returns the largest key of kind held that is at most key,
+// 0 when none: the real position a full sync's cursor stands for (a page
+// after a key the set does not hold lists what the page after this one
+// does).
+func (s *Set) KeyAtOrBelow(kind Kind, key uint64) uint64 {
+	t := s.cur.Load().tier(kind)
+	var k uint64
+	if b := t.base.search(key); b > 0 {
+		k = t.base.keys[b-1]
+	}
+	if d := t.delta.search(key); d > 0 {
+		k = max(k, t.delta.keys[d-1])
+	}
+	return k
 }
 
 // GlobalCutoff returns the latest global cutoff held, 0 when none.

@@ -290,3 +290,43 @@ func BenchmarkCheck(b *testing.B) {
 		})
 	}
 }
+
+// TestKeyAtOrBelow: the largest key held at or below a key, across the
+// base layer and the delta, as a scan of every key finds it.
+func TestKeyAtOrBelow(t *testing.T) {
+	s := newSet(&clock{t0})
+	rng := rand.New(rand.NewPCG(1, 2))
+	var held []uint64
+	add := func(n int) {
+		es := make([]revocation.Entry, n)
+		for i := range es {
+			es[i] = revocation.Entry{Kind: revocation.KindSession, Key: rng.Uint64() | 1, At: ms(t0)}
+			held = append(held, es[i].Key)
+		}
+		s.Add(es...)
+	}
+	add(5000) // merged into the base
+	add(10)   // kept in the delta
+	s.Add(revocation.Entry{Kind: revocation.KindUser, Key: 7, At: ms(t0)})
+	want := func(k uint64) uint64 {
+		var w uint64
+		for _, h := range held {
+			if h <= k && h > w {
+				w = h
+			}
+		}
+		return w
+	}
+	probes := []uint64{0, 1, ^uint64(0)}
+	for _, h := range held[len(held)-20:] { // base and delta keys, and either side
+		probes = append(probes, h, h-1, h+1)
+	}
+	for _, k := range probes {
+		if got := s.KeyAtOrBelow(revocation.KindSession, k); got != want(k) {
+			t.Errorf("KeyAtOrBelow(session, %x): got %x, want %x", k, got, want(k))
+		}
+	}
+	if got := s.KeyAtOrBelow(revocation.KindUser, 100); got != 7 {
+		t.Errorf("KeyAtOrBelow(user, 100): got %d, want 7 (the user key, not a session's)", got)
+	}
+}

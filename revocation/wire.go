@@ -25,8 +25,19 @@ import (
 //
 // A cursor is the last revocation id the answer covers ("1234"); "" asks
 // for a full sync, which comes in pages whose cursors read
-// "s.<head>.<kind>.<after>". A cursor from another database (a verifier
-// pointed elsewhere, a restored backup) gets a full sync.
+// "s.<head>.<kind>.<after>": the sync's head (every revocation up to that
+// id is in its pages), the kind the page lists (1 sessions, 2 users) and
+// the last key listed so far, in hex (0: the kind's start). A cursor from
+// another database (a verifier pointed elsewhere, a restored backup) gets
+// a full sync.
+//
+// Every cursor has one spelling, the one the feed writes (decimal and
+// lowercase hex without leading zeros or sign); any other is refused (400
+// INVALID_CURSOR): an answer echoes its since and is signed for it, so
+// each spelling would cost a page built and signed of its own. A cursor
+// that names no real position (a head that was never one, a key this
+// process does not hold) is answered with a small redirect to the real
+// one it stands for, so only real positions are built (feed.go).
 
 // FeedType is the JWS typ of a feed answer.
 const FeedType = "authsidecar-revocations+jwt"
@@ -47,9 +58,6 @@ type feedPayload struct {
 	All      int64  `json:"all"`
 	Sessions []byte `json:"sessions"`
 	Users    []byte `json:"users"`
-	// full: a page of a full sync (not sent), which Feed keeps signed for
-	// the rest of its second.
-	full bool
 }
 
 // feedLifetime bounds how long an answer is good for: an old one replayed
@@ -91,27 +99,41 @@ type cursor struct {
 	start bool   // full: the first page ("")
 }
 
+// errCursor is a since the feed did not write.
+var errCursor = errors.New("not a cursor this feed writes")
+
+// parseCursor reads a since, in its one spelling: parsed, it must read
+// back as it came.
 func parseCursor(s string) (cursor, error) {
 	if s == "" {
 		return cursor{full: true, start: true}, nil
 	}
+	var c cursor
 	if rest, ok := strings.CutPrefix(s, "s."); ok {
 		parts := strings.Split(rest, ".")
-		if len(parts) == 3 {
-			id, err1 := strconv.ParseInt(parts[0], 10, 64)
-			kind, err2 := strconv.ParseUint(parts[1], 10, 8)
-			after, err3 := strconv.ParseUint(parts[2], 16, 64)
-			if err1 == nil && err2 == nil && err3 == nil && id >= 0 && (Kind(kind) == KindSession || Kind(kind) == KindUser) {
-				return cursor{full: true, id: id, kind: Kind(kind), after: after}, nil
-			}
+		if len(parts) != 3 {
+			return cursor{}, fmt.Errorf("full-sync cursor: %w", errCursor)
 		}
-		return cursor{}, errors.New("malformed full-sync cursor")
+		id, err1 := strconv.ParseInt(parts[0], 10, 64)
+		kind, err2 := strconv.ParseUint(parts[1], 10, 8)
+		after, err3 := strconv.ParseUint(parts[2], 16, 64)
+		if err1 != nil || err2 != nil || err3 != nil || id < 0 || (Kind(kind) != KindSession && Kind(kind) != KindUser) {
+			return cursor{}, fmt.Errorf("full-sync cursor: %w", errCursor)
+		}
+		c = cursor{full: true, id: id, kind: Kind(kind), after: after}
+	} else {
+		id, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || id < 0 {
+			return cursor{}, fmt.Errorf("revocation id: %w", errCursor)
+		}
+		c = cursor{id: id}
 	}
-	id, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || id < 0 {
-		return cursor{}, errors.New("cursor is not a revocation id")
+	if c.String() != s {
+		// "s.00.1.0", "+5", "s.0.1.00ff", "s.0.1.FF": the position is
+		// real, the spelling is not the feed's.
+		return cursor{}, fmt.Errorf("spelling: %w", errCursor)
 	}
-	return cursor{id: id}, nil
+	return c, nil
 }
 
 func (c cursor) String() string {

@@ -96,6 +96,7 @@ func TestMetricsGolden(t *testing.T) {
 		"authsidecar_token_cache_hits_total", "authsidecar_token_cache_misses_total", "authsidecar_token_cache_entries",
 		"authsidecar_websocket_closed_total", "authsidecar_config_reloads_total",
 		"authsidecar_revocation_set_size", "authsidecar_revocations_total", "authsidecar_revocation_sync_failures_total",
+		"authsidecar_revocation_feed_answers_total",
 	}
 	golden := filepath.Join("testdata", "metrics.golden")
 	if *update {

@@ -45,7 +45,7 @@ func (st *stack) newFullRevocations(cfg config.Config, db *sqlstore.DB) *revocat
 		set.Add(es...)
 	}
 	feed := revocation.NewFeed(revocation.FeedOptions{
-		Set: set, Issuer: cfg.JWTIssuer(), PollInterval: cfg.Revocation.PollInterval.D(), Logger: st.lg.log,
+		Set: set, Issuer: cfg.JWTIssuer(), PollInterval: cfg.Revocation.PollInterval.D(), Metrics: st.revMetrics, Logger: st.lg.log,
 		Sign: func(typ string, p json.RawMessage) (string, error) { return st.issuer.SignFeed(typ, p) },
 	})
 	return &revocations{
