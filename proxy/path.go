@@ -11,8 +11,8 @@ func (e errBadPath) Error() string { return string(e) }
 // canonicalPath returns the decoded path of a request-target, or an error
 // when the target is not already canonical. Everything that could make two
 // parsers (ours and the upstream's) disagree about the path is refused
-// rather than normalized: dot segments and segments ending in a dot, empty
-// segments, encoded slashes and backslashes, parameters (;), fragments,
+// rather than normalized: dot segments and segments ending in a dot or a
+// space, empty segments, encoded slashes and backslashes, parameters (;), fragments,
 // control bytes, and, under /api, anything but plain ASCII written the one
 // way.
 func canonicalPath(requestURI string) (string, error) {
@@ -102,15 +102,17 @@ func decodeCanonical(raw string) (string, error) {
 	return path, nil
 }
 
-// checkSegment refuses dot segments, and any segment ending in a dot:
-// Windows (IIS, and any file server on NTFS) drops a segment's trailing
-// dots, so /api/admin./x and /api./admin/x would be /api/admin/x there.
+// checkSegment refuses dot segments, and any segment ending in a dot or a
+// space (decoded: a raw space cannot be in a request line): Windows (IIS,
+// and any file server on NTFS) drops a segment's trailing dots and
+// spaces, so /api/admin./x and /api%20/admin/x would be /api/admin/x
+// there.
 func checkSegment(seg string) error {
 	switch {
 	case seg == "." || seg == "..":
 		return errBadPath("dot segment in path")
-	case endsInDot(seg):
-		return errBadPath("path segment ending in a dot")
+	case endsInDot(seg) || strings.HasSuffix(seg, " "):
+		return errBadPath("path segment ending in a dot or a space")
 	}
 	return nil
 }

@@ -52,6 +52,8 @@ func TestCanonicalPath(t *testing.T) {
 		// /api/admin/x to IIS), wherever it is.
 		"/api/x..", "/api/admin./stats", "/api/admin.", "/api/admin../stats", "/api./admin/stats", "/api.",
 		"/foo./bar", "/foo.", "/a/b.../c", "/api/admin.%2e/x", "/caf%C3%A9./x", "/x./?q=1",
+		// Or in a space, which Windows drops too.
+		"/api%20/admin/stats", "/api/admin%20/stats", "/api/admin%20", "/foo%20/bar", "/foo%20", "/api/admin.%20/x", "/api/admin%20./x",
 	}
 	for _, target := range bad {
 		t.Run("bad "+target, func(t *testing.T) {
@@ -145,7 +147,7 @@ func FuzzCanonicalPath(f *testing.F) {
 		"/pro%EF%AC%81le", "/%C4%B0nternal/x", "/%C4%B1nternal/x", "/ap%C2%ADi/x", "/%2561pi/admin",
 		"/x/%C0%AE%C0%AE/api/admin", "/%EF%BC%A1pi%EF%BC%9F", "/files/%C3%A9t%C3%A9.pdf",
 		// Dotted spellings of protected routes.
-		"/api/admin./x", "/api./admin/x", "/api/admin.json", "/api.x/tasks", "/ws.x/chat", "/profile.json", "/ws%EF%BC%8E/chat"} {
+		"/api/admin./x", "/api./admin/x", "/api/admin.json", "/api.x/tasks", "/ws.x/chat", "/profile.json", "/ws%EF%BC%8E/chat", "/api%20/admin/x"} {
 		f.Add(s)
 	}
 	r := lookalikeRouter()
@@ -161,7 +163,7 @@ func FuzzCanonicalPath(f *testing.F) {
 			return
 		}
 		if !strings.HasPrefix(got, "/") || strings.Contains(got, "//") || strings.Contains(got, "/../") || strings.HasSuffix(got, "/..") ||
-			strings.Contains(got, "./") || strings.HasSuffix(got, ".") {
+			strings.Contains(got, "./") || strings.HasSuffix(got, ".") || strings.Contains(got, " /") || strings.HasSuffix(got, " ") {
 			t.Fatalf("%q accepted as %q", target, got)
 		}
 		// A path the router accepts must not read, after one fixed

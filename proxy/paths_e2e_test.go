@@ -225,11 +225,11 @@ func TestHostTricks(t *testing.T) {
 }
 
 // TestDottedSpellings: the spellings of a role-protected prefix that
-// Windows (a segment's trailing dots dropped) and Spring MVC's suffix
-// patterns (/api/admin.json served by /api/admin) read as the protected
-// route: trailing dots are refused, and a suffix keeps the route's class,
-// so the role (or the credential) is required and an admin still gets
-// through. Sent on a raw connection, as written.
+// Windows (a segment's trailing dots and spaces dropped) and Spring MVC's
+// suffix patterns (/api/admin.json served by /api/admin) read as the
+// protected route: trailing dots and spaces are refused, and a suffix
+// keeps the route's class, so the role (or the credential) is required
+// and an admin still gets through. Sent on a raw connection, as written.
 func TestDottedSpellings(t *testing.T) {
 	s := newStack(t)
 	cookie, uid, jwt := s.user("dotted@example.com")
@@ -254,6 +254,9 @@ func TestDottedSpellings(t *testing.T) {
 		{"trailing dot on /api, user", "/api./admin/stats", user, 400, ""},
 		{"trailing dot outside /api", "/foo./bar", nil, 400, ""},
 		{"trailing dot on a websocket prefix", "/ws./chat", nil, 400, ""},
+		{"trailing space on /api", "/api%20/admin/stats", nil, 400, ""},
+		{"trailing space inside admin", "/api/admin%20/stats", user, 400, ""},
+		{"trailing dot and space", "/api/admin.%20/stats", user, 400, ""},
 		{"suffix on admin", "/api/admin.json", user, 403, ""},
 		{"suffix on admin, no token", "/api/admin.json", nil, 401, ""},
 		{"suffix on admin, admin", "/api/admin.json", admin, 200, adminID},
