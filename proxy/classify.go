@@ -45,31 +45,68 @@ type AdminRoute struct {
 }
 
 // matcher is one configured path: exact, or a prefix when it ends in "/".
+//
+// A matcher that protects what it matches (every class but passthrough,
+// which lifts authentication, and auth, which the issuer serves) also
+// covers its last segment extended with a dot: the prefix /api/admin/
+// matches /api/admin.json and /api/admin.x/y, the exact path /api/reports
+// matches /api/reports.json (but not /api/reports.json/x, as it does not
+// match /api/reports/x). Upstreams read such paths as the protected one:
+// Spring MVC's suffix pattern matching (on by default before 5.3) serves
+// /api/admin.json from the /api/admin handler, and Windows drops a
+// segment's trailing dots (which canonicalPath refuses anyway). Treating
+// them as inside the route requires its credential; refusing them would
+// lock admins out of legitimate .json paths.
 type matcher struct {
 	path   string // without trailing slash for prefixes
 	prefix bool
+	dotted bool // path + "." + anything is inside too
 }
 
-func newMatcher(entry string, alwaysPrefix bool) matcher {
+// newMatcher builds the matcher of a configured entry; protect says that
+// the route requires something a near spelling must not skip.
+func newMatcher(entry string, alwaysPrefix, protect bool) matcher {
+	m := matcher{path: entry}
 	if alwaysPrefix || (strings.HasSuffix(entry, "/") && len(entry) > 1) {
-		return matcher{path: strings.TrimSuffix(entry, "/"), prefix: true}
+		m = matcher{path: strings.TrimSuffix(entry, "/"), prefix: true}
 	}
-	return matcher{path: entry}
+	// "/" (exact) and "" (the prefix "/") have no last segment to extend.
+	m.dotted = protect && m.path != "" && !strings.HasSuffix(m.path, "/")
+	return m
 }
 
+// match looks at what follows the length of m.path first: one byte,
+// which rules most paths out before any comparison.
 func (m matcher) match(path string) bool {
-	if !m.prefix {
-		return path == m.path
-	}
-	return strings.HasPrefix(path, m.path) && (len(path) == len(m.path) || path[len(m.path)] == '/')
+	return len(path) >= len(m.path) && m.inside(path[len(m.path):]) && path[:len(m.path)] == m.path
 }
 
 // matchFold is match, ignoring ASCII case.
 func (m matcher) matchFold(path string) bool {
-	if !m.prefix {
-		return strings.EqualFold(path, m.path)
+	return len(path) >= len(m.path) && m.inside(path[len(m.path):]) && strings.EqualFold(path[:len(m.path)], m.path)
+}
+
+// inside reports whether a path that starts with m.path, followed by rest,
+// is inside m: rest is empty, or starts a segment below a prefix, or
+// extends the last segment with a dot. It runs for every configured route
+// on every request: small enough to inline.
+func (m matcher) inside(rest string) bool {
+	if rest == "" {
+		return true
 	}
-	return hasPrefixFold(path, m.path)
+	if rest[0] == '/' {
+		return m.prefix
+	}
+	return rest[0] == '.' && m.dotInside(rest)
+}
+
+// dotInside: a dot after the last segment is inside a dotted matcher,
+// with what follows it for a prefix, within that segment for an exact
+// path. Rarely reached, and kept out of line so that inside inlines.
+//
+//go:noinline
+func (m matcher) dotInside(rest string) bool {
+	return m.dotted && (m.prefix || strings.IndexByte(rest, '/') < 0)
 }
 
 // matches is match, or matchFold when fold is set.
@@ -79,6 +116,11 @@ func (m matcher) matches(path string, fold bool) bool {
 	}
 	return m.match(path)
 }
+
+// apiRoute is /api and everything under it, /api.json and /api.x/y
+// included: the business class, and where CORS and the stricter escapes
+// apply.
+var apiRoute = matcher{path: "/api", prefix: true, dotted: true}
 
 // router classifies canonical paths.
 type router struct {
@@ -98,20 +140,24 @@ type adminMatcher struct {
 
 func newRouter(cookieOnly, passthrough, websocket []string, admin []AdminRoute) *router {
 	r := &router{
+		// Not dotted: /api/auth.x is no issuer endpoint, and stays a
+		// business path (a JWT required) rather than reaching the issuer.
 		auth: matcher{path: "/api/auth", prefix: true},
-		api:  matcher{path: "/api", prefix: true},
+		api:  apiRoute,
 	}
 	for _, p := range cookieOnly {
-		r.cookieOnly = append(r.cookieOnly, newMatcher(p, false))
+		r.cookieOnly = append(r.cookieOnly, newMatcher(p, false, true))
 	}
 	for _, p := range passthrough {
-		r.passthrough = append(r.passthrough, newMatcher(p, false))
+		// Not dotted: a passthrough route lifts authentication, and a
+		// near spelling of it must keep the class it had.
+		r.passthrough = append(r.passthrough, newMatcher(p, false, false))
 	}
 	for _, p := range websocket {
-		r.websocket = append(r.websocket, newMatcher(p, true))
+		r.websocket = append(r.websocket, newMatcher(p, true, true))
 	}
 	for _, a := range admin {
-		r.admin = append(r.admin, adminMatcher{matcher: newMatcher(a.Prefix, true), roles: a.Roles})
+		r.admin = append(r.admin, adminMatcher{matcher: newMatcher(a.Prefix, true, true), roles: a.Roles})
 	}
 	r.all = append(r.all, r.auth, r.api)
 	r.all = append(r.all, r.cookieOnly...)

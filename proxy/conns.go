@@ -109,16 +109,19 @@ type upConn struct {
 	br     *bufio.Reader
 	bw     *bufio.Writer
 	idleAt time.Time
+	hops   hopNames // what the current answer's Connection headers named
 }
 
 // limitedConn is the connection as the reader sees it: reads are bounded
-// by limit (the answer's header; math.MaxInt64 for its body), and n
-// counts the bytes of the current exchange (none: the upstream never
-// answered).
+// by limit (the answer's header; math.MaxInt64 for its body), n counts
+// the bytes of the current exchange (none: the upstream never answered),
+// and scan reads the answer's Connection names before ReadResponse drops
+// them (hopnames.go).
 type limitedConn struct {
 	c     net.Conn
 	limit int64
 	n     int64
+	scan  hopScan
 }
 
 func (l *limitedConn) Read(p []byte) (int, error) {
@@ -131,6 +134,7 @@ func (l *limitedConn) Read(p []byte) (int, error) {
 	n, err := l.c.Read(p)
 	l.limit -= int64(n)
 	l.n += int64(n)
+	l.scan.feed(p[:n])
 	return n, err
 }
 
@@ -218,6 +222,7 @@ func (c *conns) exchange(ctx context.Context, pc *upConn, r *http.Request) (*htt
 
 func (c *conns) exchangeHeader(ctx context.Context, pc *upConn, r *http.Request) (*http.Response, error) {
 	pc.lr.n = 0
+	pc.lr.scan.begin(&pc.hops)
 	if err := r.Write(pc.bw); err != nil {
 		return nil, err
 	}
@@ -227,11 +232,13 @@ func (c *conns) exchangeHeader(ctx context.Context, pc *upConn, r *http.Request)
 	pc.setReadDeadline(ctx, time.Now().Add(c.headerTimeout))
 	pc.lr.limit = maxResponseHeader
 	trace := httptrace.ContextClientTrace(ctx)
-	for {
+	for section := 0; ; section++ {
 		res, err := http.ReadResponse(pc.br, r)
 		if err != nil {
 			return nil, err
 		}
+		// What a Connection header ReadResponse dropped named goes too.
+		pc.hops.strip(section, res.Header)
 		if code := res.StatusCode; code < 100 || code > 199 || code == http.StatusSwitchingProtocols {
 			pc.lr.limit = math.MaxInt64
 			pc.setReadDeadline(ctx, time.Time{}) // a body may stream for long

@@ -18,6 +18,16 @@ import (
 // only the wait for headers, so long streams are not cut.
 func newTransport(responseHeaderTimeout time.Duration, maxConns int) *http.Transport {
 	t := http.DefaultTransport.(*http.Transport).Clone()
+	// http.DefaultTransport's dialer, whose connections scan the answers'
+	// Connection names (hopnames.go).
+	d := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
+	t.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := d.DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return &tapConn{Conn: c}, nil
+	}
 	t.MaxIdleConns = maxConns
 	t.MaxIdleConnsPerHost = maxConns
 	t.IdleConnTimeout = upstreamIdleTimeout
@@ -111,6 +121,12 @@ func (p *Proxy) forwardedHeaders(in *http.Request, h http.Header) {
 // WebSocket tunnel's upstream side is wrapped so it ends with its token.
 func (p *Proxy) modifyResponse(res *http.Response) error {
 	info := Info(res.Request.Context())
+	if res.StatusCode == http.StatusSwitchingProtocols {
+		// ReverseProxy passes a 101's header on whole: the client needs
+		// its Connection and Upgrade. The other names Connection gives
+		// are for this hop only.
+		removeConnectionNamed(res.Header, "Connection", "Upgrade")
+	}
 	if info != nil && info.tunnel != nil && res.StatusCode == http.StatusSwitchingProtocols {
 		// ReverseProxy copies between the hijacked client connection and
 		// this body; both now pass through the tunnel.

@@ -57,6 +57,10 @@ func TestLookalikePaths(t *testing.T) {
 		{"/ws/%EF%BD%82rowser", "websocket path that is passthrough after NFKC"},
 		{"/hooks/%E2%80%A4%E2%80%A4/internal/x", "passthrough path that is admin after NFKC"},
 		{"/internal/%E2%80%A4%E2%80%A4/office/x", "one admin route to another"},
+		{"/api%EF%BC%8E/tasks", "fullwidth full stop: /api./tasks"},
+		{"/ws%E2%80%A4/chat", "one-dot leader: /ws./chat"},
+		{"/api/admin%EF%BC%8Ejson", "fullwidth full stop under /api"},
+		{"/internal%EF%BC%8Ejson", "fullwidth full stop: /internal.json, admin"},
 		// Under /api every non-ASCII byte is refused already.
 		{"/api/%EF%BD%81dmin/users", "fullwidth a under /api"},
 		{"/api/%EF%BD%81%EF%BD%95%EF%BD%94%EF%BD%88/get-session", "fullwidth auth under /api"},

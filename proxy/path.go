@@ -11,9 +11,10 @@ func (e errBadPath) Error() string { return string(e) }
 // canonicalPath returns the decoded path of a request-target, or an error
 // when the target is not already canonical. Everything that could make two
 // parsers (ours and the upstream's) disagree about the path is refused
-// rather than normalized: dot segments, empty segments, encoded slashes and
-// backslashes, parameters (;), fragments, control bytes, and, under /api,
-// anything but plain ASCII written the one way.
+// rather than normalized: dot segments and segments ending in a dot or a
+// space, empty segments, encoded slashes and backslashes, parameters (;), fragments,
+// control bytes, and, under /api, anything but plain ASCII written the one
+// way.
 func canonicalPath(requestURI string) (string, error) {
 	raw, _, _ := strings.Cut(requestURI, "?")
 	if raw == "" || raw[0] != '/' {
@@ -95,15 +96,23 @@ func decodeCanonical(raw string) (string, error) {
 		return "", err
 	}
 	path := b.String()
-	if apiOnly != "" && hasPrefixFold(path, "/api") {
+	if apiOnly != "" && apiRoute.matchFold(path) {
 		return "", errBadPath(apiOnly)
 	}
 	return path, nil
 }
 
+// checkSegment refuses dot segments, and any segment ending in a dot or a
+// space (decoded: a raw space cannot be in a request line): Windows (IIS,
+// and any file server on NTFS) drops a segment's trailing dots and
+// spaces, so /api/admin./x and /api%20/admin/x would be /api/admin/x
+// there.
 func checkSegment(seg string) error {
-	if seg == "." || seg == ".." {
+	switch {
+	case seg == "." || seg == "..":
 		return errBadPath("dot segment in path")
+	case endsInDot(seg) || strings.HasSuffix(seg, " "):
+		return errBadPath("path segment ending in a dot or a space")
 	}
 	return nil
 }
@@ -129,27 +138,17 @@ func isUnreserved(c byte) bool {
 		c == '-' || c == '.' || c == '_' || c == '~'
 }
 
-// hasPrefixFold is a case-insensitive, segment-aware prefix test on an
-// ASCII path: p matches itself (without a trailing slash) and anything
-// below it, never "/apifoo" for "/api".
-func hasPrefixFold(path, p string) bool {
-	p = strings.TrimSuffix(p, "/")
-	if len(path) < len(p) || !strings.EqualFold(path[:len(p)], p) {
-		return false
-	}
-	return len(path) == len(p) || path[len(p)] == '/'
-}
-
 // fastCanonical accepts, without decoding or allocating, the common path:
 // only unreserved characters, "/" and a few sub-delimiters, no escapes, no
-// empty or dot segments. Anything else takes the full check.
+// empty segments, none ending in a dot (dot segments included). Anything
+// else takes the full check.
 func fastCanonical(raw string) bool {
 	segStart := 0
 	for i := 0; i < len(raw); i++ {
 		c := raw[i]
 		switch {
 		case c == '/':
-			if i > 0 && (i == segStart || isDotSegment(raw[segStart:i])) {
+			if i > 0 && (i == segStart || endsInDot(raw[segStart:i])) {
 				return false
 			}
 			segStart = i + 1
@@ -158,7 +157,7 @@ func fastCanonical(raw string) bool {
 			return false
 		}
 	}
-	return !isDotSegment(raw[segStart:])
+	return !endsInDot(raw[segStart:])
 }
 
-func isDotSegment(seg string) bool { return seg == "." || seg == ".." }
+func endsInDot(seg string) bool { return seg != "" && seg[len(seg)-1] == '.' }

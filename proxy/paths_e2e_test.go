@@ -2,6 +2,7 @@ package proxy_test
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"net"
 	"net/http"
@@ -220,5 +221,80 @@ func TestHostTricks(t *testing.T) {
 	}
 	if len(s.up.take()) != 0 {
 		t.Error("a request with two Host headers reached the upstream")
+	}
+}
+
+// TestDottedSpellings: the spellings of a role-protected prefix that
+// Windows (a segment's trailing dots and spaces dropped) and Spring MVC's
+// suffix patterns (/api/admin.json served by /api/admin) read as the
+// protected route: trailing dots and spaces are refused, and a suffix
+// keeps the route's class, so the role (or the credential) is required
+// and an admin still gets through. Sent on a raw connection, as written.
+func TestDottedSpellings(t *testing.T) {
+	s := newStack(t)
+	cookie, uid, jwt := s.user("dotted@example.com")
+	_, adminID, adminJWT := s.user("dotted-admin@example.com")
+	if err := s.db.GrantRole(context.Background(), adminID, "admin"); err != nil {
+		t.Fatal(err)
+	}
+	addr := strings.TrimPrefix(s.srv.URL, "http://")
+	user, admin := []string{"Authorization", "Bearer " + jwt}, []string{"Authorization", "Bearer " + adminJWT}
+	tests := []struct {
+		name   string
+		target string
+		hdr    []string
+		status int
+		user   string // X-User-Id the upstream must see; "" with status 200: none
+	}{
+		{"trailing dot inside admin", "/api/admin./stats", user, 400, ""},
+		{"trailing dot inside admin, admin", "/api/admin./stats", admin, 400, ""},
+		{"trailing dot ends admin", "/api/admin.", user, 400, ""},
+		{"two trailing dots", "/api/admin../stats", user, 400, ""},
+		{"trailing dot on /api", "/api./admin/stats", nil, 400, ""},
+		{"trailing dot on /api, user", "/api./admin/stats", user, 400, ""},
+		{"trailing dot outside /api", "/foo./bar", nil, 400, ""},
+		{"trailing dot on a websocket prefix", "/ws./chat", nil, 400, ""},
+		{"trailing space on /api", "/api%20/admin/stats", nil, 400, ""},
+		{"trailing space inside admin", "/api/admin%20/stats", user, 400, ""},
+		{"trailing dot and space", "/api/admin.%20/stats", user, 400, ""},
+		{"suffix on admin", "/api/admin.json", user, 403, ""},
+		{"suffix on admin, no token", "/api/admin.json", nil, 401, ""},
+		{"suffix on admin, admin", "/api/admin.json", admin, 200, adminID},
+		{"suffixed segment under admin", "/api/admin.x/y", user, 403, ""},
+		{"suffixed segment under admin, admin", "/api/admin.x/y", admin, 200, adminID},
+		{"suffix on admin in another case", "/api/Admin.json", admin, 400, ""},
+		{"suffix on /api, no token", "/api.json", nil, 401, ""},
+		{"suffix on /api", "/api.json", user, 200, uid},
+		{"suffixed /api segment, no token", "/api.x/tasks", nil, 401, ""},
+		{"suffixed /api segment", "/api.x/tasks", user, 200, uid},
+		{"suffix on /api/auth, no token", "/api/auth.x", nil, 401, ""},
+		{"suffix on /api/auth", "/api/auth.x", user, 200, uid},
+		{"suffix on a websocket prefix, no token", "/ws.x/chat", nil, 401, ""},
+		{"suffix on a websocket prefix", "/ws.x/chat?token=" + jwt, nil, 200, uid},
+		{"suffix on cookie-only, Bearer", "/api/mcp-oauth/authorize.json", user, 401, ""},
+		{"suffix on cookie-only, cookie", "/api/mcp-oauth/authorize.json", []string{"Cookie", cookie}, 200, uid},
+		{"near miss", "/api/administrator.json", user, 200, uid},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s.up.take()
+			if status := rawRequest(t, addr, tt.target, tt.hdr...); status != tt.status {
+				t.Fatalf("got %d, want %d", status, tt.status)
+			}
+			got := s.up.take()
+			if tt.status != 200 {
+				if len(got) != 0 {
+					t.Fatalf("upstream received %q (X-User-Id %q), want nothing", got[0].Path, got[0].Header.Values("X-User-Id"))
+				}
+				return
+			}
+			want, _, _ := strings.Cut(tt.target, "?")
+			if len(got) != 1 || got[0].Path != want {
+				t.Fatalf("upstream received %+v, want exactly %q", got, want)
+			}
+			if ids := got[0].Header.Values("X-User-Id"); len(ids) != 1 || ids[0] != tt.user {
+				t.Fatalf("upstream saw X-User-Id %q, want %q", ids, tt.user)
+			}
+		})
 	}
 }

@@ -237,7 +237,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if t := info.tunnel; t != nil {
-			p.rp.ServeHTTP(t.writer(w), r)
+			p.forwardUpgrade(t.writer(w), r)
 			if reason := info.CloseReason(); reason != "" {
 				p.o.Metrics.tunnelClosed(reason)
 			}
@@ -253,7 +253,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if upgrade {
-		p.rp.ServeHTTP(w, r) // a tunnel: ReverseProxy's upgrade handling
+		p.forwardUpgrade(w, r) // a tunnel: ReverseProxy's upgrade handling
 		return
 	}
 	p.relay(w, r, info)

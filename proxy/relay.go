@@ -139,7 +139,7 @@ func (p *Proxy) outbound(w http.ResponseWriter, r *http.Request, info *RequestIn
 	if info.token {
 		o.url.RawQuery = withoutToken(o.url.RawQuery)
 	}
-	o.info.w = w
+	o.info.w, o.info.p = w, p
 	o.trace.Got1xxResponse = o.info.got1xx
 	req := http.Request{
 		Method:           r.Method,
@@ -234,16 +234,31 @@ var clientForwarded = []string{"Forwarded", "X-Forwarded-For", "X-Forwarded-Host
 // removeHopHeaders deletes the response's hop-by-hop headers and those
 // its Connection names.
 func removeHopHeaders(h http.Header) {
+	removeConnectionNamed(h)
+	for _, name := range hopHeaders {
+		delete(h, name)
+	}
+}
+
+// removeConnectionNamed deletes the headers h's Connection header names,
+// but for those in keep.
+func removeConnectionNamed(h http.Header, keep ...string) {
 	for _, v := range h["Connection"] {
 		for name := range strings.SplitSeq(v, ",") {
-			if name = textproto.TrimString(name); name != "" {
+			if name = textproto.TrimString(name); name != "" && !anyEqualFold(keep, name) {
 				h.Del(name)
 			}
 		}
 	}
-	for _, name := range hopHeaders {
-		delete(h, name)
+}
+
+func anyEqualFold(list []string, s string) bool {
+	for _, v := range list {
+		if strings.EqualFold(v, s) {
+			return true
+		}
 	}
+	return false
 }
 
 // dropUpstreamCORS removes the upstream's CORS headers: on /api/* the
@@ -316,11 +331,15 @@ func (b *relayBody) Close() error {
 }
 
 // informer passes the upstream's 1xx answers (103 Early Hints, 100
-// Continue) on to the client, until the final answer has come.
+// Continue) on to the client, until the final answer has come: at most
+// maxInformational of them, each without what only a final answer may
+// carry (informational.go).
 type informer struct {
 	mu       sync.Mutex
 	finished bool
 	w        http.ResponseWriter
+	p        *Proxy
+	n        int // 1xx answers so far
 }
 
 func (i *informer) got1xx(code int, header textproto.MIMEHeader) error {
@@ -331,11 +350,14 @@ func (i *informer) got1xx(code int, header textproto.MIMEHeader) error {
 		// answer now.
 		return nil
 	}
+	if i.n++; i.n > maxInformational {
+		return errTooManyInformational
+	}
 	h := i.w.Header()
 	// The sidecar's own headers (request id, Vary, CORS) go out with the
 	// 1xx, and stay for the final answer; the 1xx's do not.
 	own := maps.Clone(h)
-	for name, vals := range header {
+	for name, vals := range i.p.informational(http.Header(header)) {
 		h[name] = append(h[name], vals...)
 	}
 	i.w.WriteHeader(code)

@@ -88,7 +88,11 @@ func (t *boundedTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	if t.direct.eligible(r) {
 		res, err = t.direct.RoundTrip(r)
 	} else {
-		res, err = t.rt.RoundTrip(r)
+		var hops transportHops
+		res, err = t.rt.RoundTrip(hops.withTrace(r))
+		if err == nil {
+			hops.final(res)
+		}
 	}
 	if err != nil {
 		t.release()
