@@ -174,10 +174,13 @@ func hasUpgrade(r *http.Request) bool {
 	return r.Header.Get("Upgrade") != "" || headerHasToken(r.Header, "Connection", "upgrade")
 }
 
-// upgradeAllowed: only a GET asking for exactly websocket, and only where
-// WebSockets are expected. h2c and anything else is refused.
+// upgradeAllowed: only a GET without a body asking for exactly websocket,
+// and only where WebSockets are expected. h2c and anything else is
+// refused. A handshake has no body (RFC 6455 section 4.1), and a body is
+// read under deadlines on the connection (minrate.go) that the tunnel
+// would inherit once hijacked.
 func (p *Proxy) upgradeAllowed(r *http.Request, class Class) bool {
-	if class != ClassWebSocket && class != ClassPassthrough {
+	if class != ClassWebSocket && class != ClassPassthrough || hasBody(r) {
 		return false
 	}
 	up := r.Header.Values("Upgrade")

@@ -613,3 +613,21 @@ func TestRefusalOfATrickle(t *testing.T) {
 		})
 	}
 }
+
+// TestUpgradeWithBodyRefused: a WebSocket handshake with a body is
+// refused (400 BAD_UPGRADE): the body would be read under the minimum
+// rate's deadlines on the connection, which the tunnel would inherit once
+// hijacked, and a handshake has none. Before, it was forwarded.
+func TestUpgradeWithBodyRefused(t *testing.T) {
+	s := newSlowStack(t, proxy.UpstreamOptions{})
+	c, err := net.Dial("tcp", s.front.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	io.WriteString(c, "GET /ws/browser HTTP/1.1\r\nHost: localhost\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"+
+		"Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nContent-Length: 5\r\n\r\nhello")
+	if res, body := answer(t, c); res.StatusCode != 400 || !strings.Contains(body, `"BAD_UPGRADE"`) {
+		t.Errorf("handshake with a body: got %d %s, want 400 BAD_UPGRADE", res.StatusCode, body)
+	}
+}
