@@ -40,14 +40,14 @@ func hasBody(r *http.Request) bool {
 // taken: a small body sent slowly then holds a goroutine and what it has
 // sent so far, never a connection. A larger body streams as it comes,
 // under the rate still. The body is forwarded as it was framed (a length,
-// or chunked), trailers included.
+// or chunked), its trailer names without their values, as before.
 func (p *Proxy) takeBody(w http.ResponseWriter, r *http.Request, info *RequestInfo) bool {
 	if !hasBody(r) {
 		return true
 	}
 	body := r.Body
 	if p.o.BodyMinRate > 0 {
-		info.body = &slowBody{rc: r.Body, ctl: http.NewResponseController(w), pace: newPace(p.o.BodyMinRate, p.o.BodyRateGrace), now: time.Now}
+		info.body = &slowBody{rc: r.Body, ctl: http.NewResponseController(w), pace: newPace(p.o.BodyMinRate, p.o.BodyRateGrace)}
 		body = info.body
 	}
 	if p.o.BodyBuffer < 0 || r.ContentLength > p.o.BodyBuffer {

@@ -41,8 +41,9 @@ const (
 // client sends or takes gives 1/rate back. The client is too slow when
 // the credit runs out. Put otherwise: over every stretch of time spent
 // waiting for it, the client moves at least rate × (stretch − grace)
-// bytes; so it may pause for grace at most, and holding a request for T
-// costs it rate × (T − grace) bytes at least.
+// bytes; so it may pause for the grace at most (as long as it has kept
+// the rate before), and holding a request for T costs it
+// rate × (T − grace) bytes at least, however fast it sent before.
 //
 // Time spent waiting for the upstream (to take the body, or to produce
 // more of the answer: an event stream between events) is never counted:
@@ -80,13 +81,6 @@ func (p *pace) spend(waited time.Duration, n int) {
 	p.credit = min(p.grace, p.credit-waited+p.earned(n))
 }
 
-// deadliner sets a connection's I/O deadlines: an
-// *http.ResponseController in the server.
-type deadliner interface {
-	SetReadDeadline(time.Time) error
-	SetWriteDeadline(time.Time) error
-}
-
 // errSlowBody ends a request body that came below the minimum rate.
 var errSlowBody = errors.New("proxy: request body below the minimum rate")
 
@@ -101,10 +95,11 @@ var errSlowBody = errors.New("proxy: request body below the minimum rate")
 // is set after that, as it would end that background read and with it
 // the request's context.
 type slowBody struct {
-	rc   io.ReadCloser
-	ctl  deadliner // nil once it could not set a deadline
+	rc io.ReadCloser
+	// ctl sets the connection's read deadline (an
+	// *http.ResponseController); nil once it could not.
+	ctl  interface{ SetReadDeadline(time.Time) error }
 	pace pace
-	now  func() time.Time
 	err  error // what ended the body, returned ever after
 	// tripped is read by the handler, while the Transport's goroutine
 	// may be reading the body.
@@ -118,7 +113,7 @@ func (b *slowBody) Read(p []byte) (int, error) {
 	if b.ctl == nil {
 		return b.rc.Read(p)
 	}
-	start := b.now()
+	start := time.Now()
 	if b.ctl.SetReadDeadline(b.pace.deadline(start, 0)) != nil {
 		// Not a connection net/http serves (a test recorder): nothing
 		// to bound.
@@ -126,7 +121,7 @@ func (b *slowBody) Read(p []byte) (int, error) {
 		return b.rc.Read(p)
 	}
 	n, err := b.rc.Read(p)
-	b.pace.spend(b.now().Sub(start), n)
+	b.pace.spend(time.Since(start), n)
 	if err != nil {
 		if errors.Is(err, os.ErrDeadlineExceeded) {
 			b.tripped.Store(true)
