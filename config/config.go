@@ -293,6 +293,24 @@ type Proxy struct {
 	// connections; one more, or one still waiting after
 	// ResponseHeaderTimeout, is answered 503 with Retry-After. Default 1024.
 	UpstreamMaxPending int `yaml:"upstream_max_pending"`
+	// UpstreamClientShare is the share of UpstreamMaxConns one client (an
+	// IPv4 address, an IPv6 prefix of limits.ipv6_prefix) may hold in
+	// flight or waiting; beyond it, 503 with Retry-After at once, so that
+	// no single source takes every connection. Default 25%.
+	UpstreamClientShare Percent `yaml:"upstream_client_share"`
+	// BodyMinRate is the rate below which a client sending a forwarded
+	// request's body gets 408, and one taking an answer while it holds an
+	// upstream connection is cut off, once BodyRateGrace is spent (a
+	// client may be silent for BodyRateGrace at a time; over any stretch
+	// it must move BodyMinRate x (stretch - grace) bytes). Default 1KiB/s;
+	// off: no minimum.
+	BodyMinRate ByteRate `yaml:"body_min_rate"`
+	// BodyRateGrace is the silence BodyMinRate allows. Default 10s.
+	BodyRateGrace Duration `yaml:"body_rate_grace"`
+	// BodyBuffer: a forwarded request body of at most this many bytes is
+	// read whole before the request takes an upstream connection, so a
+	// slow small body holds none. Default 65536; 0: every body streams.
+	BodyBuffer int `yaml:"body_buffer"`
 	// TrustedProxies lists the IPs or CIDRs (e.g. "10.0.0.0/8") of proxies
 	// whose X-Forwarded-For is believed when finding the client IP for rate
 	// limits. Default empty: the TCP peer is the client, and forwarded headers

@@ -27,7 +27,8 @@ func TestLimitsDoc(t *testing.T) {
 		}
 		rows[strings.Trim(cells[0], "`")] = cells[1:]
 	}
-	others := []string{"auth.sign_in_after_verification", "metrics.reload_token_env", "proxy.trusted_proxies", "proxy.strip_headers"}
+	others := []string{"auth.sign_in_after_verification", "metrics.reload_token_env", "proxy.trusted_proxies", "proxy.strip_headers",
+		"proxy.upstream_client_share", "proxy.body_min_rate", "proxy.body_rate_grace", "proxy.body_buffer"}
 	def := Default()
 	var want []string
 	walkLeaves(reflect.TypeFor[Config](), "", func(path string, index []int) {

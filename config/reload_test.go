@@ -30,6 +30,7 @@ func TestRestartKeys(t *testing.T) {
 		{"cache.verified_tokens", func(c *Config) { c.Cache.VerifiedTokens = 1 }, []string{"cache.verified_tokens"}},
 		{"upstream pool (one, shared across reloads)", func(c *Config) { c.Proxy.UpstreamMaxConns, c.Proxy.UpstreamMaxPending = 8, 8 },
 			[]string{"proxy.upstream_max_conns", "proxy.upstream_max_pending"}},
+		{"proxy.upstream_client_share (the pool's)", func(c *Config) { c.Proxy.UpstreamClientShare = 50 }, []string{"proxy.upstream_client_share"}},
 		{"two, in type order", func(c *Config) { c.Metrics.Listen, c.Listen = "127.0.0.1:9091", "127.0.0.1:8081" }, []string{"listen", "metrics.listen"}},
 		{"restart key among reloadable ones", func(c *Config) {
 			c.CORS.MaxAge, c.Database.MaxConns = 0, 3
@@ -47,6 +48,9 @@ func TestRestartKeys(t *testing.T) {
 		{"proxy.allowed_hosts", func(c *Config) { c.Proxy.AllowedHosts = []string{"app.example.com"} }, nil},
 		{"proxy.trusted_proxies", func(c *Config) { c.Proxy.TrustedProxies = []string{"10.0.0.0/8"} }, nil},
 		{"proxy.forward_authorization", func(c *Config) { c.Proxy.ForwardAuthorization = true }, nil},
+		{"proxy.body_min_rate", func(c *Config) { c.Proxy.BodyMinRate = 0 }, nil},
+		{"proxy.body_rate_grace", func(c *Config) { c.Proxy.BodyRateGrace = Duration(time.Minute) }, nil},
+		{"proxy.body_buffer", func(c *Config) { c.Proxy.BodyBuffer = 0 }, nil},
 		{"log.level", func(c *Config) { c.Log.Level = "debug" }, nil},
 		{"log.access", func(c *Config) { c.Log.Access = false }, nil},
 		{"keys.max_age", func(c *Config) { c.Keys.MaxAge = Duration(time.Minute) }, nil},

@@ -35,16 +35,8 @@ func TestDurationYAML(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.yaml, func(t *testing.T) {
 			var v struct{ D Duration }
-			err := yaml.Unmarshal([]byte(tt.yaml), &v)
-			if tt.wantErr != "" {
-				te, ok := err.(*yaml.TypeError)
-				if !ok || len(te.Errors) != 1 || te.Errors[0] != tt.wantErr {
-					t.Errorf("got %#v, want a *yaml.TypeError with %q", err, tt.wantErr)
-				}
+			if !decodeScalar(t, tt.yaml, &v, tt.wantErr) {
 				return
-			}
-			if err != nil {
-				t.Fatalf("got error %v, want none", err)
 			}
 			if got := v.D.D(); got != tt.want {
 				t.Errorf("got %v, want %v", got, tt.want)
@@ -121,16 +113,8 @@ func TestRateYAML(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.yaml, func(t *testing.T) {
 			var v struct{ R Rate }
-			err := yaml.Unmarshal([]byte(tt.yaml), &v)
-			if tt.wantErr != "" {
-				te, ok := err.(*yaml.TypeError)
-				if !ok || len(te.Errors) != 1 || te.Errors[0] != tt.wantErr {
-					t.Errorf("got %#v, want a *yaml.TypeError with %q", err, tt.wantErr)
-				}
+			if !decodeScalar(t, tt.yaml, &v, tt.wantErr) {
 				return
-			}
-			if err != nil {
-				t.Fatalf("got error %v, want none", err)
 			}
 			if v.R != tt.want {
 				t.Errorf("got %+v, want %+v", v.R, tt.want)

@@ -237,6 +237,18 @@ func (p *problems) proxy(x Proxy) {
 	if x.UpstreamMaxPending < 1 || x.UpstreamMaxPending > maxUpstreamPending {
 		p.add("proxy.upstream_max_pending", "must be between 1 and %d, got %d", maxUpstreamPending, x.UpstreamMaxPending)
 	}
+	if x.UpstreamClientShare < 1 || x.UpstreamClientShare > 100 {
+		p.add("proxy.upstream_client_share", "must be between 1%% and 100%%, got %s", x.UpstreamClientShare)
+	}
+	if x.BodyMinRate < 0 {
+		p.add("proxy.body_min_rate", "must not be negative (off: no minimum), got %dB/s", int64(x.BodyMinRate))
+	}
+	if x.BodyRateGrace < Duration(time.Second) || x.BodyRateGrace > Duration(5*time.Minute) {
+		p.add("proxy.body_rate_grace", "must be between 1s and 5m, got %s", x.BodyRateGrace)
+	}
+	if x.BodyBuffer < 0 || x.BodyBuffer > maxBodyBytes {
+		p.add("proxy.body_buffer", "must be between 0 (every body streams) and %d (16 MiB), got %d", maxBodyBytes, x.BodyBuffer)
+	}
 	p.list("proxy.trusted_proxies", x.TrustedProxies, checkIPOrCIDR)
 	p.list("proxy.allowed_hosts", x.AllowedHosts, checkHost)
 	p.list("proxy.strip_headers", x.StripHeaders, checkStripHeader)

@@ -216,6 +216,7 @@ func TestValidateReportsEveryProblem(t *testing.T) {
 		"keys.max_age", "keys.cooldown", "keys.stale_if_error",
 		"keys.revocations_stale_if_error", "keys.revocations_url", "routes.identity_header",
 		"proxy.response_header_timeout", "proxy.upstream_max_conns", "proxy.upstream_max_pending",
+		"proxy.upstream_client_share", "proxy.body_rate_grace",
 		"limits.body_bytes", "limits.ipv6_prefix", "limits.body_read_timeout",
 		"email.delivery", "email.max_attempts", "revocation.poll_interval", "metrics.listen",
 		"log.format", "log.level", "shutdown.grace",

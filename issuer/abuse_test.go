@@ -341,6 +341,29 @@ func TestBodyReadTimeout(t *testing.T) {
 	}
 }
 
+// TestCallbackBodyReadTimeout: the form_post callback (a POST any site
+// may send, answered before the other routes' checks) reads its body
+// within BodyReadTimeout too, like every /api/auth body: a body that
+// never arrives gets an answer and the connection is closed, where it
+// used to hold its goroutine for as long as the client kept it open.
+func TestCallbackBodyReadTimeout(t *testing.T) {
+	e := newEnv(t, func(o *issuer.Options) { o.BodyReadTimeout = 300 * time.Millisecond })
+	conn, err := net.Dial("tcp", strings.TrimPrefix(e.srv.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprint(conn, "POST /api/auth/callback/google HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: 100\r\n\r\nstate=")
+	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	br := bufio.NewReader(conn)
+	if _, err := http.ReadResponse(br, nil); err != nil {
+		t.Fatalf("a callback body that never arrives: no answer (%v)", err)
+	}
+	if _, err := io.Copy(io.Discard, br); err != nil {
+		t.Errorf("after the answer: read %v, want the connection closed", err)
+	}
+}
+
 // TestSignInLockedOut: the per-email limit refuses the right password
 // too; the client sees the ordinary 429, the metrics a result of its own.
 func TestSignInLockedOut(t *testing.T) {

@@ -69,7 +69,8 @@ var errBodyTimeout = &apiError{status: http.StatusRequestTimeout, code: "REQUEST
 // handler (a hash waiting for its slot) is not cut short: TestBodyReadTimeout
 // holds it to that. A request without a body sets nothing: that
 // background read has already begun, and a deadline would end it.
-// Bodies of business routes never come here: they stream to the upstream.
+// Bodies of forwarded routes never come here: the proxy holds them to
+// its minimum rate (proxy.body_min_rate).
 func (iss *Issuer) bodyDeadline(w http.ResponseWriter, r *http.Request) {
 	if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
 		return

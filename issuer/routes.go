@@ -64,6 +64,8 @@ func (iss *Issuer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		} else if id, found := strings.CutPrefix(sub, "/callback/"); found && id != "" && !strings.Contains(id, "/") {
 			// Served whole here, cross-site POST included: the identity
 			// provider's form_post is one, and it is only bounced to GET.
+			// Its body is read under the same deadline as any other.
+			iss.bodyDeadline(w, r)
 			iss.callback(w, r, id)
 			return
 		} else {

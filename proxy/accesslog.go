@@ -41,9 +41,11 @@ type AccessEntry struct {
 	RequestID string
 	UserID    string // "" when not authenticated
 	Reason    string // "" unless refused
-	// CloseReason is why the proxy closed a WebSocket tunnel itself
-	// (token_expired); "" otherwise. An upgrade's line is written when
-	// the tunnel ends, so Duration is the tunnel's life.
+	// CloseReason is why the proxy ended the request itself: it closed a
+	// WebSocket tunnel (token_expired), its client was too slow
+	// (slow_body, slow_read), or the answer was cut short (aborted); ""
+	// otherwise. An upgrade's line is written when the tunnel ends, so
+	// Duration is the tunnel's life.
 	CloseReason string
 }
 

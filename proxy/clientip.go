@@ -66,25 +66,32 @@ func (t trustedProxies) peerTrusted(r *http.Request) bool {
 func ClientIP(trusted []netip.Prefix) func(*http.Request) string {
 	t := trustedProxies(trusted)
 	return func(r *http.Request) string {
-		peer, ok := peerAddr(r)
+		a, ok := t.client(r)
 		if !ok {
 			return r.RemoteAddr
 		}
-		if !t.contains(peer) {
-			return peer.String()
-		}
-		hops := strings.Split(strings.Join(r.Header.Values("X-Forwarded-For"), ","), ",")
-		for i := len(hops) - 1; i >= 0; i-- {
-			a, err := netip.ParseAddr(strings.TrimSpace(hops[i]))
-			if err != nil {
-				break // garbage from here on is the client's own writing
-			}
-			if !t.contains(a) {
-				return a.Unmap().String()
-			}
-		}
-		return peer.String()
+		return a.String()
 	}
+}
+
+// client is the address ClientIP names r's client by; false when the
+// peer's address does not parse.
+func (t trustedProxies) client(r *http.Request) (netip.Addr, bool) {
+	peer, ok := peerAddr(r)
+	if !ok || !t.contains(peer) {
+		return peer, ok
+	}
+	hops := strings.Split(strings.Join(r.Header.Values("X-Forwarded-For"), ","), ",")
+	for i := len(hops) - 1; i >= 0; i-- {
+		a, err := netip.ParseAddr(strings.TrimSpace(hops[i]))
+		if err != nil {
+			break // garbage from here on is the client's own writing
+		}
+		if !t.contains(a) {
+			return a.Unmap(), true
+		}
+	}
+	return peer, true
 }
 
 // hostAllowed checks the Host header against the configured names. An

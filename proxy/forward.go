@@ -146,11 +146,22 @@ const (
 	upstreamTimeout     = "timeout"
 	upstreamUnreachable = "unreachable"
 	upstreamBusy        = "busy" // every connection in use and the queue for one full
+	upstreamClientShare = "client_share"
 )
 
 // upstreamError answers 502 when the upstream cannot be reached and 504
 // when it does not answer in time, in JSON like every other refusal.
 func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error) {
+	if p.refuseSlowBody(w, Info(r.Context())) {
+		// The request's context ended with the body: the client's doing,
+		// not the upstream's.
+		return
+	}
+	if errors.Is(err, errClientShare) {
+		p.log.Debug("upstream share of the client in use", "error", err.Error())
+		p.refuseBusy(w, r, upstreamClientShare, "Too many requests in flight from this client")
+		return
+	}
 	if errors.Is(err, context.Canceled) && r.Context().Err() != nil {
 		// The client went away; nobody reads this answer.
 		p.o.Metrics.upstreamError(upstreamCanceled)
@@ -158,10 +169,8 @@ func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error)
 		return
 	}
 	if errors.Is(err, errUpstreamBusy) {
-		p.o.Metrics.upstreamError(upstreamBusy)
 		p.log.Warn("upstream busy", "error", err.Error())
-		w.Header().Set("Retry-After", "1")
-		writeError(w, http.StatusServiceUnavailable, "SERVICE_UNAVAILABLE", "Upstream busy")
+		p.refuseBusy(w, r, upstreamBusy, "Upstream busy")
 		return
 	}
 	var ne net.Error
@@ -181,10 +190,13 @@ func hasUpgrade(r *http.Request) bool {
 	return r.Header.Get("Upgrade") != "" || headerHasToken(r.Header, "Connection", "upgrade")
 }
 
-// upgradeAllowed: only a GET asking for exactly websocket, and only where
-// WebSockets are expected. h2c and anything else is refused.
+// upgradeAllowed: only a GET without a body asking for exactly websocket,
+// and only where WebSockets are expected. h2c and anything else is
+// refused. A handshake has no body (RFC 6455 section 4.1), and a body is
+// read under deadlines on the connection (minrate.go) that the tunnel
+// would inherit once hijacked.
 func (p *Proxy) upgradeAllowed(r *http.Request, class Class) bool {
-	if class != ClassWebSocket && class != ClassPassthrough {
+	if class != ClassWebSocket && class != ClassPassthrough || hasBody(r) {
 		return false
 	}
 	up := r.Header.Values("Upgrade")
@@ -201,4 +213,18 @@ func headerHasToken(h http.Header, name, token string) bool {
 		}
 	}
 	return false
+}
+
+// refuseBusy answers 503 with Retry-After for a request the upstream pool
+// had no room for, counted as kind. A request with a body gets its
+// connection closed: a body larger than Options.BodyBuffer is still
+// unread, and the answer then goes at once, where net/http would first
+// read what is left of it, at the client's pace.
+func (p *Proxy) refuseBusy(w http.ResponseWriter, r *http.Request, kind, message string) {
+	p.o.Metrics.upstreamError(kind)
+	if r.Body != nil && r.ContentLength != 0 {
+		w.Header().Set("Connection", "close")
+	}
+	w.Header().Set("Retry-After", "1")
+	writeError(w, http.StatusServiceUnavailable, "SERVICE_UNAVAILABLE", message)
 }

@@ -18,14 +18,26 @@ type RequestInfo struct {
 	// tunnel, on a websocket-class upgrade, ends the tunnel with the token
 	// that opened it.
 	tunnel *wsTunnel
+	// client is the clientShare key of the request's client, set when it
+	// is forwarded (0: not counted).
+	client uint64
+	// body is the forwarded request's body under the minimum rate.
+	body *slowBody
+	// slow is CloseReasonSlowBody or CloseReasonSlowRead when the proxy
+	// ended the request for a client too slow.
+	slow string
 }
 
-// CloseReason is why the proxy itself closed the request's WebSocket
-// tunnel (CloseReasonNotWebSocket, CloseReasonTokenExpired,
-// CloseReasonTokenRevoked), or "" when the peers or a shutdown ended it,
-// or there was no tunnel. Read it once the handler has returned.
+// CloseReason is why the proxy itself ended the request: its client sent
+// the body or took the answer too slowly (CloseReasonSlowBody,
+// CloseReasonSlowRead), or it closed the request's WebSocket tunnel
+// (CloseReasonNotWebSocket, CloseReasonTokenExpired,
+// CloseReasonTokenRevoked); "" when the peers or a shutdown ended it.
+// Read it once the handler has returned.
 func (i *RequestInfo) CloseReason() string {
 	switch {
+	case i.slow != "":
+		return i.slow
 	case i.tunnel == nil:
 		return ""
 	case i.tunnel.broken.Load():

@@ -519,23 +519,5 @@ func TestKeysetUsableMetric(t *testing.T) {
 
 func counterWith(t *testing.T, reg *prometheus.Registry, name, trigger, result string) float64 {
 	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			labels := map[string]string{}
-			for _, lp := range m.GetLabel() {
-				labels[lp.GetName()] = lp.GetValue()
-			}
-			if labels["trigger"] == trigger && labels["result"] == result {
-				return m.GetCounter().GetValue()
-			}
-		}
-	}
-	return 0
+	return metricValue(t, reg, name, "trigger", trigger, "result", result)
 }

@@ -24,9 +24,10 @@ type Metrics struct {
 	// inflight is read at scrape time: an atomic add per request, where a
 	// prometheus.Gauge does a compare-and-swap loop on a float that both
 	// CPUs contend for.
-	inflight  atomic.Int64
-	refreshes *prometheus.CounterVec
-	wsClosed  *prometheus.CounterVec
+	inflight    atomic.Int64
+	refreshes   *prometheus.CounterVec
+	wsClosed    *prometheus.CounterVec
+	slowClients *prometheus.CounterVec
 }
 
 // NewMetrics creates the metrics and registers them with reg.
@@ -43,13 +44,16 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "authsidecar_auth_failures_total", Help: "Refused requests by route class and reason.",
 		}, []string{"class", "reason"}),
 		upstreamErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "authsidecar_upstream_errors_total", Help: "Failed upstream round trips by kind (unreachable, timeout, canceled, busy: every connection in use and the queue for one full).",
+			Name: "authsidecar_upstream_errors_total", Help: "Failed upstream round trips by kind (unreachable, timeout, canceled, busy: every connection in use and the queue for one full, client_share: the client already had its share of the connections).",
 		}, []string{"kind"}),
 		refreshes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "authsidecar_keyset_refreshes_total", Help: "Key set refreshes by trigger (boot, max_age, unknown_kid, issuer, retry) and result (ok, error, skipped_cooldown).",
 		}, []string{"trigger", "result"}),
 		wsClosed: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "authsidecar_websocket_closed_total", Help: "WebSocket tunnels the sidecar closed itself, by reason (token_expired: the token that opened it reached exp + auth.leeway; token_revoked: it was revoked; not_websocket: a peer sent bytes that are not WebSocket frames).",
+		}, []string{"reason"}),
+		slowClients: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "authsidecar_slow_clients_total", Help: "Requests the sidecar ended because the client was below proxy.body_min_rate, by reason (slow_body: it sent the request body too slowly, answered 408; slow_read: it took the answer too slowly, the connection was closed).",
 		}, []string{"reason"}),
 	}
 	// Present at 0 from the start, so an alert on its rate needs no
@@ -60,18 +64,20 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m.wsClosed.WithLabelValues(CloseReasonTokenExpired)
 	m.wsClosed.WithLabelValues(CloseReasonTokenRevoked)
 	m.wsClosed.WithLabelValues(CloseReasonNotWebSocket)
+	m.slowClients.WithLabelValues(CloseReasonSlowBody)
+	m.slowClients.WithLabelValues(CloseReasonSlowRead)
 	for class, reasons := range failureReasons() {
 		for _, reason := range reasons {
 			m.failures.WithLabelValues(class, reason)
 		}
 	}
-	for _, kind := range []string{upstreamUnreachable, upstreamTimeout, upstreamCanceled, upstreamBusy} {
+	for _, kind := range []string{upstreamUnreachable, upstreamTimeout, upstreamCanceled, upstreamBusy, upstreamClientShare} {
 		m.upstreamErrors.WithLabelValues(kind)
 	}
 	for _, tr := range refreshResults {
 		m.refreshes.WithLabelValues(tr[0], tr[1])
 	}
-	reg.MustRegister(m.requests, m.duration, m.failures, m.upstreamErrors, m.refreshes, m.wsClosed,
+	reg.MustRegister(m.requests, m.duration, m.failures, m.upstreamErrors, m.refreshes, m.wsClosed, m.slowClients,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "authsidecar_inflight_requests", Help: "Requests being served now.",
 		}, func() float64 { return float64(m.inflight.Load()) }))
@@ -175,5 +181,11 @@ func (m *Metrics) tunnelClosed(reason string) {
 func (m *Metrics) upstreamError(kind string) {
 	if m != nil {
 		m.upstreamErrors.WithLabelValues(kind).Inc()
+	}
+}
+
+func (m *Metrics) slowClient(reason string) {
+	if m != nil {
+		m.slowClients.WithLabelValues(reason).Inc()
 	}
 }

@@ -117,7 +117,12 @@ func Observe(m *Metrics, access AccessLog) Middleware {
 					// the server recovers by closing the connection. The
 					// request is still counted and logged, then the panic
 					// goes on. (Recover, inside, turned any other into a 500.)
-					st.finish(m, access, r, start, CloseReasonAborted)
+					// The proxy may know better why (a client too slow).
+					reason := st.ctx.info.CloseReason()
+					if reason == "" {
+						reason = CloseReasonAborted
+					}
+					st.finish(m, access, r, start, reason)
 				}
 			}()
 			next.ServeHTTP(&st.sw, r)
@@ -200,11 +205,16 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 	return n, err
 }
 
-func (w *statusWriter) Flush() {
+func (w *statusWriter) Flush() { w.FlushError() }
+
+// FlushError is Flush with its error, which http.ResponseController
+// prefers to Flush: a write that fails at its deadline (a client below
+// the minimum rate) must be seen by the proxy.
+func (w *statusWriter) FlushError() error {
 	if w.status == 0 {
 		w.status = http.StatusOK
 	}
-	http.NewResponseController(w.ResponseWriter).Flush()
+	return http.NewResponseController(w.ResponseWriter).Flush()
 }
 
 func (w *statusWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {

@@ -86,6 +86,25 @@ type Options struct {
 	// extended instead of replaced. Zero: none (the client's own are
 	// replaced).
 	TrustedProxies []netip.Prefix
+	// IPv6Prefix is the prefix length by which IPv6 clients are counted
+	// against the upstream's per-client bound
+	// (UpstreamOptions.MaxConnsPerClient). Zero: 64.
+	IPv6Prefix int
+
+	// BodyMinRate is the rate, in bytes per second, below which a client
+	// sending a forwarded request's body, or taking the answer's body
+	// while it holds an upstream connection, is cut off (408 for a body);
+	// pace says how it is measured. Zero: DefaultBodyMinRate. Negative:
+	// no minimum.
+	BodyMinRate int64
+	// BodyRateGrace is the silence a client may keep, at the start or at
+	// any time, before BodyMinRate applies. Zero: DefaultBodyRateGrace.
+	BodyRateGrace time.Duration
+	// BodyBuffer: a forwarded request body of at most this many bytes is
+	// read whole before the request takes an upstream connection, so a
+	// slow small body never holds one; a larger one streams as it comes.
+	// Zero: DefaultBodyBuffer. Negative: every body streams.
+	BodyBuffer int64
 	// AllowedHosts are the Host header values accepted (an entry without a
 	// port admits any port). Zero: any host.
 	AllowedHosts []string
@@ -147,6 +166,18 @@ func New(o Options) (*Proxy, error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
+	if o.IPv6Prefix == 0 {
+		o.IPv6Prefix = 64
+	}
+	if o.BodyMinRate == 0 {
+		o.BodyMinRate = DefaultBodyMinRate
+	}
+	if o.BodyRateGrace == 0 {
+		o.BodyRateGrace = DefaultBodyRateGrace
+	}
+	if o.BodyBuffer == 0 {
+		o.BodyBuffer = DefaultBodyBuffer
+	}
 	if o.Transport == nil {
 		o.Transport = NewUpstream(UpstreamOptions{ResponseHeaderTimeout: o.ResponseHeaderTimeout})
 	}
@@ -191,6 +222,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if info == nil {
 		r, info = WithInfo(r)
 	}
+	p.boundBody(w, r)
 	if !hostAllowed(p.o.AllowedHosts, r.Host) {
 		info.Class, info.Reason = ClassRejected, ReasonBadHost
 		writeError(w, http.StatusBadRequest, "BAD_HOST", "Host not allowed")
@@ -237,6 +269,9 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if t := info.tunnel; t != nil {
+			if !p.admit(w, r, info) {
+				return
+			}
 			p.forwardUpgrade(t.writer(w), r)
 			if reason := info.CloseReason(); reason != "" {
 				p.o.Metrics.tunnelClosed(reason)
@@ -251,6 +286,9 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if !p.bearer(w, r, info) {
 			return
 		}
+	}
+	if !p.admit(w, r, info) {
+		return
 	}
 	if upgrade {
 		p.forwardUpgrade(w, r) // a tunnel: ReverseProxy's upgrade handling

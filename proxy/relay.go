@@ -85,7 +85,7 @@ func (p *Proxy) relay(w http.ResponseWriter, r *http.Request, info *RequestInfo)
 		h.Add("Trailer", strings.Join(names, ", "))
 	}
 	w.WriteHeader(res.StatusCode)
-	if err := p.copyBody(w, res); err != nil {
+	if err := p.copyBody(w, res, info); err != nil {
 		res.Body.Close()
 		if r.Context().Value(http.ServerContextKey) != nil {
 			// Part of the answer is gone: the client must see it cut,
@@ -376,36 +376,55 @@ func (i *informer) done() {
 // stream, or any body of unknown length) is flushed at once and after
 // every read, as ReverseProxy does, so each event reaches the client as
 // it comes.
-func (p *Proxy) copyBody(w http.ResponseWriter, res *http.Response) error {
+//
+// While the upstream's body is open, it holds an upstream connection, so
+// the client must take it at the minimum rate (pace, answerWriter). A
+// body known to fit the buffer is read whole first, and closed (the
+// connection goes back) before the client gets a byte of it: the common
+// small answer costs no deadline, whatever the client's pace.
+func (p *Proxy) copyBody(w http.ResponseWriter, res *http.Response, info *RequestInfo) error {
 	stream := res.ContentLength == -1 || isEventStream(res.Header)
-	var flush func() error
+	out := newAnswerWriter(w, stream, p.o.BodyMinRate, p.o.BodyRateGrace)
 	if stream {
-		flush = http.NewResponseController(w).Flush
-		flush()
+		out.ctl.Flush()
 	}
 	buf := bufferPool{}.Get()
 	defer bufferPool{}.Put(buf)
+	whole := !stream && res.ContentLength <= int64(len(buf))
 	for {
-		n, rerr := res.Body.Read(buf)
+		var n int
+		var rerr error
+		if whole {
+			n, rerr = readFull(res.Body, buf)
+		} else {
+			n, rerr = res.Body.Read(buf)
+		}
 		if rerr != nil && rerr != io.EOF && rerr != context.Canceled {
 			p.rp.ErrorLog.Printf("proxy: reading the upstream's body: %v", rerr)
 		}
+		if rerr == io.EOF {
+			// All of it is here: the connection goes back before the
+			// client takes the rest.
+			res.Body.Close()
+		}
 		if n > 0 {
-			m, werr := w.Write(buf[:n])
-			if werr != nil {
-				return werr
-			}
-			if m != n {
-				return io.ErrShortWrite
-			}
-			if stream {
-				flush()
+			if err := out.write(buf[:n], rerr == io.EOF); err != nil {
+				if out.slow {
+					p.tooSlow(info, CloseReasonSlowRead)
+				} else {
+					// The request's body may have ended it (an upstream
+					// that answers before it has read the body).
+					p.slowEnd(info)
+				}
+				return err
 			}
 		}
 		if rerr == io.EOF {
+			out.end()
 			return nil
 		}
 		if rerr != nil {
+			p.slowEnd(info)
 			return rerr
 		}
 	}

@@ -24,6 +24,12 @@ type UpstreamOptions struct {
 	// answered 503 at once, as is one still waiting after
 	// ResponseHeaderTimeout. Zero: 1024.
 	MaxPending int
+	// MaxConnsPerClient bounds the requests one client (Options.IPv6Prefix
+	// groups IPv6 clients) has in flight or waiting: one more is answered
+	// 503 with Retry-After at once, so that no single source takes every
+	// connection. Zero: a quarter of MaxConns, at least 1. At MaxConns or
+	// above: no bound of its own.
+	MaxConnsPerClient int
 }
 
 // Defaults of UpstreamOptions.
@@ -54,13 +60,20 @@ func NewUpstream(o UpstreamOptions) http.RoundTripper {
 	if o.MaxPending == 0 {
 		o.MaxPending = DefaultUpstreamMaxPending
 	}
-	return &boundedTransport{
+	if o.MaxConnsPerClient == 0 {
+		o.MaxConnsPerClient = max(1, o.MaxConns/4)
+	}
+	t := &boundedTransport{
 		rt:         newTransport(o.ResponseHeaderTimeout, o.MaxConns),
 		direct:     newConns(o.ResponseHeaderTimeout, o.MaxConns),
 		slots:      make(chan struct{}, o.MaxConns),
 		maxPending: int64(o.MaxPending),
 		wait:       o.ResponseHeaderTimeout,
 	}
+	if o.MaxConnsPerClient < o.MaxConns {
+		t.clients.max = int32(o.MaxConnsPerClient)
+	}
+	return t
 }
 
 // errUpstreamBusy: every connection to the upstream is in use and the
@@ -69,7 +82,8 @@ func NewUpstream(o UpstreamOptions) http.RoundTripper {
 var errUpstreamBusy = errors.New("upstream: every connection busy")
 
 // boundedTransport lets at most cap(slots) requests through to direct
-// or rt at once; the next maxPending wait for a slot.
+// or rt at once; the next maxPending wait for a slot. A client with
+// clients.max requests in flight or waiting has no more.
 type boundedTransport struct {
 	rt         *http.Transport
 	direct     *conns
@@ -77,10 +91,20 @@ type boundedTransport struct {
 	pending    atomic.Int64
 	maxPending int64
 	wait       time.Duration
+	clients    clientShare
 }
 
 func (t *boundedTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	var key uint64
+	if info := Info(r.Context()); info != nil {
+		key = info.client
+	}
+	c, ok := t.clients.take(key)
+	if !ok {
+		return nil, errClientShare
+	}
 	if err := t.acquire(r.Context()); err != nil {
+		t.clients.give(c)
 		return nil, err
 	}
 	var res *http.Response
@@ -95,16 +119,16 @@ func (t *boundedTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 		}
 	}
 	if err != nil {
-		t.release()
+		t.release(c)
 		return nil, err
 	}
 	if res.StatusCode == http.StatusSwitchingProtocols {
 		// The connection has left the pool for the tunnel, and its body
 		// must stay the io.ReadWriteCloser ReverseProxy switches to.
-		t.release()
+		t.release(c)
 		return res, nil
 	}
-	res.Body = &slotBody{ReadCloser: res.Body, t: t}
+	res.Body = &slotBody{ReadCloser: res.Body, t: t, client: c}
 	return res, nil
 }
 
@@ -137,7 +161,11 @@ func (t *boundedTransport) acquire(ctx context.Context) error {
 	}
 }
 
-func (t *boundedTransport) release() { <-t.slots }
+// release gives back a slot and the client's count c.
+func (t *boundedTransport) release(c int) {
+	<-t.slots
+	t.clients.give(c)
+}
 
 // slotBody gives the slot back when the response body is closed: the
 // connection is free for the next request then (ReverseProxy always
@@ -145,13 +173,14 @@ func (t *boundedTransport) release() { <-t.slots }
 type slotBody struct {
 	io.ReadCloser
 	t      *boundedTransport
+	client int // the client's count, given back with the slot
 	closed atomic.Bool
 }
 
 func (b *slotBody) Close() error {
 	err := b.ReadCloser.Close()
 	if b.closed.CompareAndSwap(false, true) {
-		b.t.release()
+		b.t.release(b.client)
 	}
 	return err
 }

@@ -93,7 +93,9 @@ func (s *boundedStack) get(path string) (int, string, http.Header, error) {
 // is answered once one is free.
 func TestUpstreamBound(t *testing.T) {
 	const maxConns, clients = 2, 12
-	s := newBoundedStack(t, UpstreamOptions{MaxConns: maxConns, MaxPending: clients})
+	// Every client here is 127.0.0.1: no share of its own
+	// (TestUpstreamClientShare holds that bound).
+	s := newBoundedStack(t, UpstreamOptions{MaxConns: maxConns, MaxPending: clients, MaxConnsPerClient: maxConns})
 	var wg sync.WaitGroup
 	statuses := make([]int, clients)
 	for i := range clients {

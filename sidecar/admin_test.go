@@ -15,33 +15,10 @@ import (
 func startAdmin(t *testing.T, extra string, env map[string]string) string {
 	t.Helper()
 	up := echoUpstream(t)
-	dir := t.TempDir()
-	path := filepath.Join(dir, "sidecar.yaml")
-	writeFile(t, path, fmt.Sprintf("listen: 127.0.0.1:0\nupstream: %q\ndatabase: { path: %q }\nmetrics: { listen: 127.0.0.1:0%s }\n",
-		up.URL, filepath.Join(dir, "auth.db"), extra))
-	getenv := func(k string) string {
-		if k == "AUTH_SECRET" {
-			return e2eSecret
-		}
-		return env[k]
-	}
-	cfg, secret, hash, err := LoadConfig(path, getenv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ready := make(chan struct{}, 8)
-	s, err := New(context.Background(), Options{
-		Config: cfg, Secret: secret, Getenv: getenv, Log: &syncBuffer{},
-		ConfigPath: path, ConfigHash: hash, OnReady: func() { ready <- struct{}{} },
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	<-ready
+	s := runSidecar(t, func(dir string) string {
+		return fmt.Sprintf("listen: 127.0.0.1:0\nupstream: %q\ndatabase: { path: %q }\nmetrics: { listen: 127.0.0.1:0%s }\n",
+			up.URL, filepath.Join(dir, "auth.db"), extra)
+	}, env)
 	return "http://" + s.AdminAddr().String()
 }
 

@@ -82,6 +82,7 @@ func buildStack(ctx context.Context, cfg config.Config, secret config.Secret, db
 		transport: proxy.NewUpstream(proxy.UpstreamOptions{
 			ResponseHeaderTimeout: cfg.Proxy.ResponseHeaderTimeout.D(),
 			MaxConns:              cfg.Proxy.UpstreamMaxConns, MaxPending: cfg.Proxy.UpstreamMaxPending,
+			MaxConnsPerClient: clientShare(cfg.Proxy),
 		}),
 		getenv: getenv, idpm: idp.NewMetrics(reg),
 	}
@@ -251,6 +252,10 @@ func (st *stack) build(cfg config.Config, ver *verification, idps *idp.Set) (*ge
 		ResponseHeaderTimeout: cfg.Proxy.ResponseHeaderTimeout.D(),
 		Transport:             st.transport,
 		TrustedProxies:        trusted,
+		IPv6Prefix:            cfg.Limits.IPv6Prefix,
+		BodyMinRate:           orNone(int64(cfg.Proxy.BodyMinRate)),
+		BodyRateGrace:         cfg.Proxy.BodyRateGrace.D(),
+		BodyBuffer:            orNone(int64(cfg.Proxy.BodyBuffer)),
 		AllowedHosts:          cfg.Proxy.AllowedHosts,
 		StripHeaders:          cfg.Proxy.StripHeaders,
 		ForwardAuthorization:  cfg.Proxy.ForwardAuthorization,
@@ -344,4 +349,19 @@ func (st *stack) close() {
 // answer at once rather than hold the drain.
 func (st *stack) drain() {
 	st.current.Load().ver.revs.drainFeed()
+}
+
+// clientShare is proxy.upstream_client_share as a number of upstream
+// connections: at least one; all of them at 100%.
+func clientShare(p config.Proxy) int {
+	return max(1, p.UpstreamMaxConns*int(p.UpstreamClientShare)/100)
+}
+
+// orNone maps a config value whose 0 means none (off, no buffering) to
+// the proxy option's none, which is negative (its zero is the default).
+func orNone(v int64) int64 {
+	if v == 0 {
+		return -1
+	}
+	return v
 }

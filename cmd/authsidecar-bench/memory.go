@@ -130,7 +130,8 @@ func (b *bench) freshTarget(ctx context.Context, d scenarioDef, name string, run
 		b.bare = t
 		return t, t.proc.stop, "", nil
 	}
-	proc, err := b.startSidecar(ctx, sidecarConfig{name: tag, access: true})
+	// 1,000 connections from 127.0.0.1 are 1,000 clients here.
+	proc, err := b.startSidecar(ctx, sidecarConfig{name: tag, access: true, oneAddress: true})
 	if err != nil {
 		return t, nil, "", err
 	}

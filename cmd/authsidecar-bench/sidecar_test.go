@@ -23,6 +23,7 @@ func TestSidecarConfigs(t *testing.T) {
 		{"full on sqlite", sidecarConfig{db: "/tmp/x.db", access: true}, "full", "sqlite", true},
 		{"full on postgres", sidecarConfig{pgURL: "postgres://u:p@127.0.0.1:5432/db"}, "full", "postgres", true},
 		{"verifier", sidecarConfig{jwksURL: "http://127.0.0.1:4001/api/auth/jwks", issuer: base, access: true}, "verifier", "none", false},
+		{"many clients from one address", sidecarConfig{db: "/tmp/x.db", access: true, oneAddress: true}, "full", "sqlite", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.c.upstream, tc.c.baseURL = "http://127.0.0.1:3000", base

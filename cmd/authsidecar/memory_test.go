@@ -46,9 +46,12 @@ func TestMemoryBounded(t *testing.T) {
 	)
 	up := echoUpstream(t)
 	dir := t.TempDir()
+	// The 1,000 connections are 1,000 clients, all from 127.0.0.1: no
+	// client's share of the upstream connections applies.
 	cfg, port := writeConfigFile(t, dir, "memory.yaml", fmt.Sprintf(`upstream: %q
 database: { path: %q }
 limits: { signin_per_ip: "off", signup_per_ip: "off", signin_per_email: "off", password_hash_concurrency: %d }
+proxy: { upstream_client_share: 100%% }
 `, up.URL, dir+"/auth.db", concurrency))
 	p := startBinary(t, cfg, port, "AUTH_SECRET="+e2eSecret)
 	pid := p.cmd.Process.Pid
@@ -160,9 +163,12 @@ func TestMemoryAgainstBareProxy(t *testing.T) {
 	for _, conns := range []int{64, 1000} {
 		t.Run(fmt.Sprintf("%d_connections", conns), func(t *testing.T) {
 			dir := t.TempDir()
+			// As in TestMemoryBounded: one address, as many clients as
+			// connections.
 			cfg, port := writeConfigFile(t, dir, "memory.yaml", fmt.Sprintf(`upstream: %q
 database: { path: %q }
 limits: { signin_per_ip: "off", signup_per_ip: "off", signin_per_email: "off" }
+proxy: { upstream_client_share: 100%% }
 `, up.URL, dir+"/auth.db"))
 			p := startBinary(t, cfg, port, "AUTH_SECRET="+e2eSecret)
 			pid := p.cmd.Process.Pid
