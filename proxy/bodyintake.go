@@ -15,7 +15,7 @@ const DefaultBodyBuffer = 64 << 10
 // upstream's per-client bound and takes the body (takeBody). It answers
 // and returns false when the body could not be taken.
 func (p *Proxy) admit(w http.ResponseWriter, r *http.Request, info *RequestInfo) bool {
-	info.client = p.clientOf(r)
+	info.client, info.clientAddr = p.clientOf(r)
 	return p.takeBody(w, r, info)
 }
 

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/netip"
 	"sync/atomic"
+	"time"
 )
 
 // errClientShare: the request's client already has its share of the
@@ -86,11 +87,30 @@ func groupClient(a netip.Addr, v6Bits int) netip.Addr {
 }
 
 // clientOf is the clientShare key of r's client (ClientIP's address,
-// grouped), or 0 when its peer address does not parse.
-func (p *Proxy) clientOf(r *http.Request) uint64 {
+// grouped), or 0 when its peer address does not parse, and the address.
+func (p *Proxy) clientOf(r *http.Request) (uint64, netip.Addr) {
 	a, ok := trustedProxies(p.o.TrustedProxies).client(r)
 	if !ok {
-		return 0
+		return 0, netip.Addr{}
 	}
-	return clientKey(groupClient(a, p.o.IPv6Prefix))
+	return clientKey(groupClient(a, p.o.IPv6Prefix)), a
+}
+
+// shareWarnEvery spaces the warnings of clients refused for their share.
+const shareWarnEvery = time.Minute
+
+// warnClientShare logs, at most once per shareWarnEvery, that a client
+// was refused for holding its share of the upstream connections, with
+// the likely cause when the address is not a client at all: a load
+// balancer or an ingress in front of the sidecar, not listed in
+// proxy.trusted_proxies, makes every user one client that may hold only
+// the share (docs/limits.md).
+func (p *Proxy) warnClientShare(info *RequestInfo) {
+	now := time.Now().UnixNano()
+	last := p.shareWarned.Load()
+	if now-last < int64(shareWarnEvery) || !p.shareWarned.CompareAndSwap(last, now) {
+		return
+	}
+	p.log.Warn("a client holds its share of the upstream connections (proxy.upstream_client_share): its further requests get 503 until some end; if it is a load balancer or an ingress, list it in proxy.trusted_proxies",
+		"client", info.clientAddr.String(), "trusted_proxies", len(p.o.TrustedProxies))
 }

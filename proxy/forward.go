@@ -158,7 +158,7 @@ func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error)
 		return
 	}
 	if errors.Is(err, errClientShare) {
-		p.log.Debug("upstream share of the client in use", "error", err.Error())
+		p.warnClientShare(Info(r.Context()))
 		p.refuseBusy(w, r, upstreamClientShare, "Too many requests in flight from this client")
 		return
 	}

@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"net/http"
+	"net/netip"
 )
 
 // RequestInfo is what the proxy learned about a request, for the access
@@ -19,8 +20,9 @@ type RequestInfo struct {
 	// that opened it.
 	tunnel *wsTunnel
 	// client is the clientShare key of the request's client, set when it
-	// is forwarded (0: not counted).
-	client uint64
+	// is forwarded (0: not counted); clientAddr the address it stands for.
+	client     uint64
+	clientAddr netip.Addr
 	// body is the forwarded request's body under the minimum rate.
 	body *slowBody
 	// slow is CloseReasonSlowBody or CloseReasonSlowRead when the proxy

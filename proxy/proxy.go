@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/authsidecar/authsidecar/revocation"
@@ -141,6 +142,9 @@ type Proxy struct {
 	// names: the sidecar sets them, then strips them, as rewrite does.
 	keepTE         bool
 	stripForwarded []string
+	// shareWarned is when a client refused for its upstream share was
+	// last logged (Unix ns): warnClientShare.
+	shareWarned atomic.Int64
 }
 
 // New checks the options and returns the handler.

@@ -489,8 +489,10 @@ func TestAnswerMinRate(t *testing.T) {
 // answered 503 JSON with Retry-After at once, while other clients are
 // served.
 func TestUpstreamClientShare(t *testing.T) {
+	logs := &syncbuf.Buffer{}
 	s := newSlowStack(t, proxy.UpstreamOptions{MaxConns: 8, ResponseHeaderTimeout: 5 * time.Second}, func(o *proxy.Options) {
 		o.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}
+		o.Logger = slog.New(slog.NewJSONHandler(logs, nil))
 	})
 	release := make(chan struct{})
 	s.up.handle = func(w http.ResponseWriter, r *http.Request) {
@@ -556,6 +558,11 @@ func TestUpstreamClientShare(t *testing.T) {
 	}
 	if got := metricValue(t, s.reg, "authsidecar_upstream_errors_total", "kind", "client_share"); got != 4 {
 		t.Errorf(`authsidecar_upstream_errors_total{kind="client_share"} = %v, want 4`, got)
+	}
+	// One warning for the four refusals, naming the first client and the
+	// likely cause (a load balancer not in trusted_proxies).
+	if n := strings.Count(logs.String(), "proxy.trusted_proxies"); n != 1 || !strings.Contains(logs.String(), `"client":"192.0.2.1"`) {
+		t.Errorf("warnings: got %d in\n%s\nwant one, naming 192.0.2.1", n, logs.String())
 	}
 }
 
