@@ -109,11 +109,11 @@ type hasher struct {
 	// lingering: a lone hash's buffer waits for the next sign-in; the
 	// collector's goal still counts it (gcfloor.Expect).
 	lingering   bool
-	lingerBytes int64 // the lingering buffer's size
-	wideEnd   time.Time // when the last burst that ran hashes side by side ended
-	dead      bool      // a buffer died at deadAt completed collections and may still be on the heap
-	deadAt    uint64
-	gen       int // bumped by each acquire: a lingering buffer's release is called off
+	lingerBytes int64     // the lingering buffer's size
+	wideEnd     time.Time // when the last burst that ran hashes side by side ended
+	dead        bool      // a buffer died at deadAt completed collections and may still be on the heap
+	deadAt      uint64
+	gen         int // bumped by each acquire: a lingering buffer's release is called off
 }
 
 // linger is how long a lone hash's buffer waits for the next sign-in: a
