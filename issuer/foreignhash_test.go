@@ -33,20 +33,7 @@ func foreignVectors(t *testing.T) []foreignVector {
 		if f.Native() {
 			continue // the env hashes its own at a test's cost: betterauth_test.go pins the real one
 		}
-		b, err := os.ReadFile(filepath.Join("..", "passhash", "testdata", string(f)+".json"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		var file struct {
-			Vectors []struct {
-				Password, Hash string
-				MadeBy         string `json:"made_by"`
-			}
-		}
-		if err := json.Unmarshal(b, &file); err != nil {
-			t.Fatal(err)
-		}
-		for _, v := range file.Vectors {
+		for _, v := range committedVectors(t, string(f)) {
 			if v.Password != "" && !strings.Contains(v.MadeBy, "default") && !strings.Contains(v.MadeBy, ".NET 7+") {
 				out = append(out, foreignVector{f, v.Password, v.Hash})
 				break
@@ -54,6 +41,26 @@ func foreignVectors(t *testing.T) []foreignVector {
 		}
 	}
 	return out
+}
+
+// committedVector is one of passhash's test vectors.
+type committedVector struct {
+	Password, Hash string
+	MadeBy         string `json:"made_by"`
+}
+
+// committedVectors reads passhash/testdata/<format>.json.
+func committedVectors(tb testing.TB, format string) []committedVector {
+	tb.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "passhash", "testdata", format+".json"))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var file struct{ Vectors []committedVector }
+	if err := json.Unmarshal(b, &file); err != nil {
+		tb.Fatal(err)
+	}
+	return file.Vectors
 }
 
 // withForeignHash signs up email and puts stored in place of its hash,
