@@ -25,6 +25,12 @@ const waitingPerSlot = 32
 // with the most waiting (that one is answered busy), unless the newcomer's
 // own client has as many: a flood fills only what nobody else wants, and
 // a lone client still has the whole queue.
+//
+// A hash may take more than one slot (acquireN): a foreign hash that
+// computes on several cores, or needs more memory than one slot's share
+// (hasher.foreign). The client whose turn it is waits until its oldest
+// request's slots are free, and nobody passes it meanwhile: a request
+// for every slot is not starved by single-slot ones.
 type hashSlots struct {
 	n     int // slots
 	total int // waiting requests, all clients
@@ -40,6 +46,7 @@ type hashSlots struct {
 // handed to it (granted) or its place taken by another client's (evicted).
 type slotWaiter struct {
 	ready            chan struct{}
+	slots            int
 	granted, evicted bool
 }
 
@@ -52,9 +59,15 @@ func newHashSlots(n int) *hashSlots {
 // deadline, else ctx's error). It is errHashBusy at once, or later, when
 // the queue is full of requests of clients with fewer waiting.
 func (s *hashSlots) acquire(ctx context.Context, client string, giveUp <-chan time.Time) error {
+	return s.acquireN(ctx, client, giveUp, 1)
+}
+
+// acquireN is acquire for a hash that holds n slots (1 to s.n);
+// releaseN(n) gives them back.
+func (s *hashSlots) acquireN(ctx context.Context, client string, giveUp <-chan time.Time, n int) error {
 	s.mu.Lock()
-	if s.busy < s.n && s.waiting == 0 {
-		s.busy++ // a free slot is taken whatever the clock says
+	if s.busy+n <= s.n && s.waiting == 0 {
+		s.busy += n // free slots are taken whatever the clock says
 		s.mu.Unlock()
 		return nil
 	}
@@ -64,7 +77,7 @@ func (s *hashSlots) acquire(ctx context.Context, client string, giveUp <-chan ti
 		s.mu.Unlock()
 		return errHashBusy
 	}
-	w := &slotWaiter{ready: make(chan struct{})}
+	w := &slotWaiter{ready: make(chan struct{}), slots: n}
 	q := s.queues[client]
 	if len(q) == 0 {
 		s.turns = append(s.turns, client)
@@ -92,17 +105,19 @@ func (s *hashSlots) acquire(ctx context.Context, client string, giveUp <-chan ti
 	return err
 }
 
-// abandon takes a waiter that gave up out of the queue; one handed a slot
-// as it gave up passes the slot on.
+// abandon takes a waiter that gave up out of the queue; one handed its
+// slots as it gave up passes them on.
 func (s *hashSlots) abandon(client string, w *slotWaiter) {
 	s.mu.Lock()
 	switch {
 	case w.granted:
 		s.mu.Unlock()
-		s.release()
+		s.releaseN(w.slots)
 		return
 	case !w.evicted:
 		s.remove(client, w)
+		// It may have been the one the others waited behind.
+		s.grant()
 	}
 	s.mu.Unlock()
 }
@@ -147,28 +162,41 @@ func (s *hashSlots) queued() int {
 	return s.waiting
 }
 
-// release frees a slot, handing it straight to the oldest request of the
-// client whose turn it is, who then goes to the back of the line.
-func (s *hashSlots) release() {
+// release frees a slot.
+func (s *hashSlots) release() { s.releaseN(1) }
+
+// releaseN frees n slots, handing them straight to the waiting requests
+// (grant).
+func (s *hashSlots) releaseN(n int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if len(s.turns) == 0 {
-		s.busy--
-		return
+	s.busy -= n
+	s.grant()
+}
+
+// grant hands free slots to the oldest request of the client whose turn
+// it is, who then goes to the back of the line, for as long as that
+// request's slots are free. The caller holds mu.
+func (s *hashSlots) grant() {
+	for len(s.turns) > 0 {
+		client := s.turns[0]
+		q := s.queues[client]
+		w := q[0]
+		if s.busy+w.slots > s.n {
+			return
+		}
+		s.busy += w.slots
+		s.turns = s.turns[1:]
+		s.waiting--
+		if q = q[1:]; len(q) > 0 {
+			s.queues[client] = q
+			s.turns = append(s.turns, client)
+		} else {
+			delete(s.queues, client)
+		}
+		w.granted = true
+		close(w.ready)
 	}
-	client := s.turns[0]
-	s.turns = s.turns[1:]
-	q := s.queues[client]
-	w := q[0]
-	s.waiting--
-	if q = q[1:]; len(q) > 0 {
-		s.queues[client] = q
-		s.turns = append(s.turns, client)
-	} else {
-		delete(s.queues, client)
-	}
-	w.granted = true
-	close(w.ready)
 }
 
 // hashClientKey carries the client a hash is computed for.

@@ -104,6 +104,13 @@ type Store interface {
 	// SetPassword replaces the user's password hash.
 	SetPassword(ctx context.Context, userID, hash string, now time.Time) error
 	CreateSession(ctx context.Context, s Session) error
+	// CreateSessionRehashed stores s as CreateSession does and, in the
+	// same transaction, replaces the password hash of s.UserID with
+	// newHash if it is still oldHash (the first sign-in with a hash of
+	// another system's format upgrades it to the sidecar's own). A hash
+	// that changed meanwhile (another sign-in upgraded it first, a
+	// password change) is left as it is, and replaced is false.
+	CreateSessionRehashed(ctx context.Context, s Session, oldHash, newHash string) (replaced bool, err error)
 	// SessionByToken returns the session and its user, ErrNotFound if none.
 	SessionByToken(ctx context.Context, token string) (Session, User, error)
 	ExtendSession(ctx context.Context, id string, expiresAt, now time.Time) error

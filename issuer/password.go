@@ -12,9 +12,11 @@ import (
 	rtmetrics "runtime/metrics"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/authsidecar/authsidecar/internal/gcfloor"
+	"github.com/authsidecar/authsidecar/passhash"
 	"golang.org/x/crypto/scrypt"
 	"golang.org/x/text/unicode/norm"
 )
@@ -35,7 +37,9 @@ func (p ScryptParams) orDefault() ScryptParams {
 
 const scryptKeyLen = 64
 
-var errBadHash = errors.New("malformed password hash")
+// errRefusedHash: the stored value is of no format passhash reads, not
+// well formed, or beyond its cost bounds (the reason is wrapped).
+var errRefusedHash = errors.New("stored password hash refused")
 
 // errHashBusy: the request's deadline (less storeReserve) passed while it
 // waited for a free hashing slot. It is overload, not a failure: 503 with Retry-After.
@@ -94,16 +98,22 @@ type hasher struct {
 	burstLimit int64                           // the memory limit in force before the burst set one; 0: none set
 	checkAfter time.Duration                   // when the fragment check first looks
 
+	// nativeTook is how long the sidecar's own hash takes here, in ns: a
+	// moving average of the last ones' computing time (slot wait not
+	// counted). A foreign hash that computes faster is padded to it.
+	nativeTook atomic.Int64
+
 	mu      sync.Mutex
 	running int  // hashes holding a slot
 	wide    bool // this burst has run more than one hash at once
 	// lingering: a lone hash's buffer waits for the next sign-in; the
 	// collector's goal still counts it (gcfloor.Expect).
-	lingering bool
-	wideEnd   time.Time // when the last burst that ran hashes side by side ended
-	dead      bool      // a buffer died at deadAt completed collections and may still be on the heap
-	deadAt    uint64
-	gen       int // bumped by each acquire: a lingering buffer's release is called off
+	lingering   bool
+	lingerBytes int64     // the lingering buffer's size
+	wideEnd     time.Time // when the last burst that ran hashes side by side ended
+	dead        bool      // a buffer died at deadAt completed collections and may still be on the heap
+	deadAt      uint64
+	gen         int // bumped by each acquire: a lingering buffer's release is called off
 }
 
 // linger is how long a lone hash's buffer waits for the next sign-in: a
@@ -159,9 +169,35 @@ func gcCycles() uint64 {
 // clear "busy" rather than a store timeout.
 const storeReserve = time.Second
 
+// work is one hash's claim on the hashing: the slots it holds and the
+// work memory it allocates.
+type work struct {
+	slots int
+	bytes int64
+}
+
+// native is the sidecar's own hash: one slot, one buffer.
+func (h *hasher) native() work { return work{slots: 1, bytes: h.bufBytes()} }
+
+// foreign is what a hash of another system's format claims: a slot for
+// each native buffer's worth of memory it needs and for each thread it
+// computes on (argon2's p), at least one and at most every slot. So the
+// hashes running at once never hold more memory than the slots' native
+// buffers, whatever their formats, except one that needs more than all
+// of them: it runs alone, within passhash's bound (256 MiB).
+func (h *hasher) foreign(c passhash.Cost) work {
+	unit := max(h.bufBytes(), 1)
+	n := max(1, c.Threads, int((c.Memory+unit-1)/unit))
+	return work{slots: min(n, h.slots.n), bytes: c.Memory}
+}
+
 // acquire waits for a hashing slot, in the turn of ctx's client; put
 // gives it back.
-func (h *hasher) acquire(ctx context.Context) error {
+func (h *hasher) acquire(ctx context.Context) error { return h.acquireWork(ctx, h.native()) }
+
+// acquireWork waits for w's slots; putWork(w) gives them back. The steps
+// that keep memory to one buffer per slot apply to w's buffer.
+func (h *hasher) acquireWork(ctx context.Context, w work) error {
 	var giveUp <-chan time.Time
 	if dl, ok := ctx.Deadline(); ok {
 		left := time.Until(dl)
@@ -169,10 +205,10 @@ func (h *hasher) acquire(ctx context.Context) error {
 		defer t.Stop()
 		giveUp = t.C
 	}
-	if err := h.slots.acquire(ctx, hashClient(ctx), giveUp); err != nil {
+	if err := h.slots.acquireN(ctx, hashClient(ctx), giveUp, w.slots); err != nil {
 		return err
 	}
-	if h.bufBytes() < bigBuffer {
+	if w.bytes < bigBuffer {
 		return nil
 	}
 	h.mu.Lock()
@@ -181,7 +217,11 @@ func (h *hasher) acquire(ctx context.Context) error {
 	// A hash starting right after a burst ended is its tail (a client's
 	// sign-in after its sign-up): released at once like the burst.
 	h.wide = h.wide || h.running > 1 || h.running == 1 && time.Since(h.wideEnd) < burstTail
-	reuse := h.lingering // the goal already counts the lingering buffer
+	// The goal already counts the lingering buffer.
+	reused := int64(0)
+	if h.lingering {
+		reused = h.lingerBytes
+	}
 	h.lingering = false
 	h.mu.Unlock()
 	h.collecting.Lock()
@@ -201,29 +241,29 @@ func (h *hasher) acquire(ctx context.Context) error {
 	allocated, free := h.heap()
 	h.mu.Lock()
 	if h.wide {
-		h.limitBurst(h.ready(), free)
+		h.limitBurst(h.ready(), free, w.bytes)
 	}
 	h.mu.Unlock()
-	time.AfterFunc(h.checkAfter, func() { h.checkFragment(allocated, free, 10) })
-	if !reuse {
-		gcfloor.Expect(h.bufBytes(), true)
+	time.AfterFunc(h.checkAfter, func() { h.checkFragment(allocated, free, 10, w.bytes) })
+	if d := w.bytes - reused; d != 0 {
+		gcfloor.Expect(d, true)
 	}
 	return nil
 }
 
 // checkFragment runs once the hash that followed a collection has
-// allocated its buffer (the heap has allocated a buffer's worth since
+// allocated its buffer of buf bytes (the heap has allocated a buffer's worth since
 // allocated0, right after the collection, when free0 of its pages were
 // free and resident; it takes up to tries looks, checkAfter apart, to see
 // that). A buffer taken from the free pages leaves about a buffer fewer
 // of them; if most of them are still free, the new buffer came from
 // fresh memory beside the dead one's pages, which go back to the OS.
-func (h *hasher) checkFragment(allocated0, free0 uint64, tries int) {
+func (h *hasher) checkFragment(allocated0, free0 uint64, tries int, bufBytes int64) {
 	allocated, free := h.heap()
-	buf := uint64(h.bufBytes())
+	buf := uint64(bufBytes)
 	if allocated-allocated0 < buf {
 		if tries > 1 {
-			time.AfterFunc(h.checkAfter, func() { h.checkFragment(allocated0, free0, tries-1) })
+			time.AfterFunc(h.checkAfter, func() { h.checkFragment(allocated0, free0, tries-1, bufBytes) })
 		}
 		return
 	}
@@ -244,9 +284,12 @@ const bigBuffer = 4 << 20
 // hands the memory back before its answer goes out, so whatever the
 // client sends next meets a process back at its idle size; a lone hash's
 // buffer lingers for the next sign-in.
-func (h *hasher) put() {
-	if h.bufBytes() < bigBuffer {
-		h.slots.release()
+func (h *hasher) put() { h.putWork(h.native()) }
+
+// putWork frees w's slots, as put does.
+func (h *hasher) putWork(w work) {
+	if w.bytes < bigBuffer {
+		h.slots.releaseN(w.slots)
 		return
 	}
 	h.mu.Lock()
@@ -258,14 +301,14 @@ func (h *hasher) put() {
 		h.wide = false
 		h.unlimitBurst()
 	}
-	h.lingering = lone
+	h.lingering, h.lingerBytes = lone, w.bytes
 	h.mu.Unlock()
 	if !lone {
 		// Within a burst the next hash collects before it starts, and
 		// retunes; at its end the goal comes down at once.
-		gcfloor.Expect(-h.bufBytes(), idle)
+		gcfloor.Expect(-w.bytes, idle)
 	}
-	h.slots.release()
+	h.slots.releaseN(w.slots)
 	switch {
 	case !idle || h.slots.queued() > 0 && !lone:
 	case wide:
@@ -283,7 +326,7 @@ func (h *hasher) put() {
 			h.lingering = h.lingering && !still
 			h.mu.Unlock()
 			if still {
-				gcfloor.Expect(-h.bufBytes(), true)
+				gcfloor.Expect(-w.bytes, true)
 				h.releaseMemory()
 			}
 		})
@@ -303,13 +346,14 @@ func (h *hasher) put() {
 // from the memory ready when the burst began, the limit counted the
 // waiting connections twice and a third buffer fit under it:
 // TestMemoryBounded saw 33 MiB of such free pages under a loaded CI.) A
-// lower limit already in force (GOMEMLIMIT) stays.
-func (h *hasher) limitBurst(ready, free uint64) {
+// lower limit already in force (GOMEMLIMIT) stays. buf is the new
+// buffer's size.
+func (h *hasher) limitBurst(ready, free uint64, buf int64) {
 	inUse := ready
 	if free < ready { // two reads, not one snapshot
 		inUse -= free
 	}
-	limit := int64(inUse) + h.bufBytes() + burstHeadroom
+	limit := int64(inUse) + buf + burstHeadroom
 	if h.burstLimit == 0 {
 		prior := h.setLimit(-1)
 		if prior <= limit {
@@ -346,11 +390,28 @@ func (h *hasher) derive(ctx context.Context, password, saltHex string) ([]byte, 
 		return nil, err
 	}
 	defer h.put()
+	began := time.Now()
 	key, err := scrypt.Key([]byte(norm.NFKC.String(password)), []byte(saltHex), h.params.N, h.params.R, h.params.P, scryptKeyLen)
 	if err != nil {
 		return nil, fmt.Errorf("scrypt: %w", err)
 	}
+	h.tookNative(time.Since(began))
 	return key, nil
+}
+
+// tookNative adds a native hash's computing time to nativeTook's
+// average (an eighth of the way to it).
+func (h *hasher) tookNative(d time.Duration) {
+	for {
+		old := h.nativeTook.Load()
+		next := int64(d)
+		if old != 0 {
+			next = old + (next-old)/8
+		}
+		if h.nativeTook.CompareAndSwap(old, next) {
+			return
+		}
+	}
 }
 
 // hash returns "saltHex:hashHex".
@@ -367,21 +428,60 @@ func (h *hasher) hash(ctx context.Context, password string) (string, error) {
 	return saltHex + ":" + hex.EncodeToString(key), nil
 }
 
-// verify reports whether password matches stored, in constant time.
+// verify reports whether password matches stored, in constant time,
+// whatever stored's format.
 func (h *hasher) verify(ctx context.Context, password, stored string) (bool, error) {
-	saltHex, hashHex, ok := strings.Cut(stored, ":")
-	if !ok || saltHex == "" {
-		return false, errBadHash
-	}
-	want, err := hex.DecodeString(hashHex)
-	if err != nil || len(want) != scryptKeyLen {
-		return false, errBadHash
-	}
-	got, err := h.derive(ctx, password, saltHex)
+	ok, _, err := h.check(ctx, password, stored)
+	return ok, err
+}
+
+// check reports whether password matches stored, and whether stored is
+// of a foreign format (passhash): one the sign-in replaces with the
+// sidecar's own once the password is proven. A stored value passhash
+// refuses is errRefusedHash, with the reason, and costs no hash. Weak
+// formats are read: the import is where they are allowed or not.
+func (h *hasher) check(ctx context.Context, password, stored string) (ok, foreign bool, err error) {
+	ph, err := passhash.Parse(stored, passhash.Options{AllowWeak: true})
 	if err != nil {
+		return false, false, fmt.Errorf("%w: %w", errRefusedHash, err)
+	}
+	if ph.Format().Native() {
+		saltHex, hashHex, _ := strings.Cut(stored, ":")
+		want, _ := hex.DecodeString(hashHex) // passhash checked it
+		got, err := h.derive(ctx, password, saltHex)
+		if err != nil {
+			return false, false, err
+		}
+		return subtle.ConstantTimeCompare(got, want) == 1, false, nil
+	}
+	ok, err = h.verifyForeign(ctx, password, ph)
+	return ok, true, err
+}
+
+// verifyForeign verifies a foreign hash in the hashing slots its cost
+// claims (foreign), then, if it computed faster than the sidecar's own
+// hash does, waits out the difference (outside the slots): a wrong
+// password on an imported account with a cheap hash takes as long as an
+// unknown address (the dummy hash) or a native account does. A dearer
+// hash is not shortened: docs/migration.md says what that tells.
+func (h *hasher) verifyForeign(ctx context.Context, password string, ph passhash.Hash) (bool, error) {
+	w := h.foreign(ph.Cost())
+	if err := h.acquireWork(ctx, w); err != nil {
 		return false, err
 	}
-	return subtle.ConstantTimeCompare(got, want) == 1, nil
+	began := time.Now()
+	ok := ph.Verify(password)
+	took := time.Since(began)
+	h.putWork(w)
+	if pad := time.Duration(h.nativeTook.Load()) - took; pad > 0 {
+		t := time.NewTimer(pad)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+		}
+	}
+	return ok, nil
 }
 
 // HashPassword hashes password exactly as sign-up does: Better Auth's

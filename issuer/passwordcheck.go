@@ -37,7 +37,7 @@ func (iss *Issuer) checkPassword(w http.ResponseWriter, r *http.Request, userID,
 	if err != nil {
 		return storeErr(err)
 	}
-	ok, err := iss.hasher.verify(r.Context(), password, hash)
+	ok, _, err := iss.checkStored(r.Context(), userID, password, hash)
 	if err != nil {
 		return hashErr(w, err)
 	}

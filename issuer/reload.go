@@ -56,7 +56,9 @@ func (iss *Issuer) apply(o ReloadOptions) error {
 		return fmt.Errorf("issuer: IPv6 prefix /%d is not between /1 and /128", l.IPv6Prefix)
 	}
 	if n := hashSlotCount(l.PasswordHashConcurrency); n != iss.hasher.slots.n {
-		iss.hasher = newHasher(iss.hasher.params, n)
+		prior := iss.hasher
+		iss.hasher = newHasher(prior.params, n)
+		iss.hasher.nativeTook.Store(prior.nativeTook.Load()) // what foreign hashes are padded to
 	}
 	iss.clientIP = o.ClientIP
 	if iss.clientIP == nil {

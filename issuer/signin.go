@@ -64,9 +64,13 @@ func (iss *Issuer) signIn(w http.ResponseWriter, r *http.Request) *apiError {
 	case err != nil:
 		return storeErr(err)
 	}
-	ok, err := iss.hasher.verify(r.Context(), password, hash)
+	ok, foreign, err := iss.checkStored(r.Context(), u.ID, password, hash)
 	if err != nil {
 		return hashErr(w, err)
+	}
+	var rehashed string
+	if ok && foreign {
+		rehashed = iss.rehash(r.Context(), u.ID, password)
 	}
 	r, done := afterHash(r)
 	defer done()
@@ -93,7 +97,7 @@ func (iss *Issuer) signIn(w http.ResponseWriter, r *http.Request) *apiError {
 	if err != nil {
 		return errInternal(err)
 	}
-	if err := iss.store.CreateSession(r.Context(), s); err != nil {
+	if err := iss.createSession(r.Context(), s, hash, rehashed); err != nil {
 		return storeErr(err)
 	}
 	iss.setSessionCookie(w, s)

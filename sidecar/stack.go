@@ -156,6 +156,7 @@ func buildStack(ctx context.Context, cfg config.Config, secret config.Secret, db
 			return nil, err
 		}
 		src.(*issuerKeys).iss, st.issuer = iss, iss
+		registerPasswordHashes(reg, db.PasswordFormats, log)
 		if err := ver.keys.Load(ctx); err != nil {
 			return nil, fmt.Errorf("load keys: %w", err)
 		}

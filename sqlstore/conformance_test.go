@@ -39,6 +39,8 @@ var conformanceCases = []struct {
 	{"CreateUserConcurrentReplicas", testCreateUserConcurrentReplicas},
 	{"UserFieldsRoundTrip", testUserFieldsRoundTrip},
 	{"Passwords", testPasswords},
+	{"CreateSessionRehashed", testCreateSessionRehashed},
+	{"PasswordFormats", testPasswordFormats},
 
 	{"Sessions", testSessions},
 	{"EndSessions", testEndSessions},
