@@ -84,6 +84,11 @@ var conformanceCases = []struct {
 	{"RevocationsSinceAndSweep", testRevocationsSinceAndSweep},
 	{"RevocationsConcurrentWriters", testRevocationsConcurrentWriters},
 
+	{"SweepExpired", testSweepExpired},
+	{"SweepOneReplicaAtATime", testSweepOneReplicaAtATime},
+	{"SweepRevocationsKeepCursors", testSweepRevocationsKeepCursors},
+	{"MigrateSweepOnExisting", testMigrateSweepOnExisting},
+
 	{"OAuthStateSingleUse", testOAuthStateSingleUse},
 	{"OAuthStateSweep", testOAuthStateSweep},
 	{"SocialUser", testSocialUser},

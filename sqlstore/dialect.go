@@ -34,6 +34,10 @@ type dialect struct {
 	// their ids become visible in order (revocations.go). SQLite needs
 	// nothing: its writers are serialized.
 	lockRevocations string
+	// fleetLocks: replicas share the database, and work one of them
+	// should do at a time (the sweep) takes an advisory lock. SQLite
+	// needs none: one process owns the file.
+	fleetLocks bool
 	// resetRevocationIDs moves the id sequence past the ids an import
 	// wrote. SQLite's AUTOINCREMENT follows explicit ids by itself.
 	resetRevocationIDs string
@@ -81,6 +85,7 @@ var postgresDialect = &dialect{
 	forUpdate:          " FOR UPDATE",
 	skipLocked:         " FOR UPDATE SKIP LOCKED",
 	lockRevocations:    fmt.Sprintf("SELECT pg_advisory_xact_lock(%d)", lockRevocations),
+	fleetLocks:         true,
 	resetRevocationIDs: `SELECT setval(pg_get_serial_sequence('revocation', 'id'), (SELECT max(id) FROM revocation))`,
 	snapshotIsolation:  sql.LevelRepeatableRead,
 	// SQLSTATE 23505 on the constraint migrations/postgres/0001 names by
@@ -128,4 +133,7 @@ const (
 	// lockRevocations is held by a transaction from its insert of
 	// revocations to its end (pg_advisory_xact_lock).
 	lockRevocations int64 = 0x6175_7468_7364_0003
+	// lockSweep is held by the replica whose Sweeper is running, for the
+	// run (pg_try_advisory_lock): the others skip theirs.
+	lockSweep int64 = 0x6175_7468_7364_0004
 )

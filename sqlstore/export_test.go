@@ -19,3 +19,16 @@ func SlowRevocationCommitsForTest(pause func(), unlocked bool) (restore func()) 
 	testHooks.afterInsert, testHooks.noLock = pause, unlocked
 	return func() { testHooks.afterInsert, testHooks.noLock = nil, false }
 }
+
+// HoldSweepLockForTest takes the sweep lock as a running Sweeper does;
+// ok is false when another holds it.
+func (db *DB) HoldSweepLockForTest(ctx context.Context) (unlock func(), ok bool, err error) {
+	return db.trySweepLock(ctx)
+}
+
+// SweepQueriesForTest returns the statements a sweep of kind runs: the
+// batch delete and the count, each with the cutoff (and the batch's
+// limit) as "?" arguments.
+func (db *DB) SweepQueriesForTest(kind SweepKind) []string {
+	return []string{db.sweepBatchQuery(kind), countExpiredQuery(kind)}
+}

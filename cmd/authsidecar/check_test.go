@@ -128,11 +128,11 @@ func TestCheckReadOnly(t *testing.T) {
 		},
 		{
 			name: "current schema", dbRel: "auth.db", env: withSecret, prepare: newSQLite,
-			want: []string{"(schema version 5, current)", "ok    key ", "all checks passed"},
+			want: []string{"(schema version 7, current)", "ok    key ", "all checks passed"},
 		},
 		{
 			name: "current schema, no secret", dbRel: "auth.db", env: map[string]string{}, prepare: newSQLite,
-			want:    []string{"FAIL  AUTH_SECRET is not set", "(schema version 5, current)", "skip  keys: 1 key stored, not decrypted without the secret", "1 problem found"},
+			want:    []string{"FAIL  AUTH_SECRET is not set", "(schema version 7, current)", "skip  keys: 1 key stored, not decrypted without the secret", "1 problem found"},
 			wantErr: true,
 		},
 		{
