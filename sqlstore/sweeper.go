@@ -82,12 +82,12 @@ func NewSweeper(db *DB, o SweeperOptions) (*Sweeper, error) {
 }
 
 // SetInterval changes the time between runs (a reload of sweep.interval);
-// the next run is d after the call, or after the run under way.
+// the next run is d after the call, or after the run under way. The same
+// interval again changes nothing.
 func (s *Sweeper) SetInterval(d time.Duration) {
-	if d <= 0 {
+	if d <= 0 || s.interval.Swap(int64(d)) == int64(d) {
 		return
 	}
-	s.interval.Store(int64(d))
 	select {
 	case s.reset <- struct{}{}:
 	default:
