@@ -88,6 +88,7 @@ var conformanceCases = []struct {
 	{"SweepOneReplicaAtATime", testSweepOneReplicaAtATime},
 	{"SweepRevocationsKeepCursors", testSweepRevocationsKeepCursors},
 	{"MigrateSweepOnExisting", testMigrateSweepOnExisting},
+	{"SweptRevocationStillRefused", testSweptRevocationStillRefused},
 
 	{"OAuthStateSingleUse", testOAuthStateSingleUse},
 	{"OAuthStateSweep", testOAuthStateSweep},
