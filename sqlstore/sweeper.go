@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -21,7 +22,8 @@ type SweeperOptions struct {
 	// cover a live token: jwt_ttl plus the leeway, the revocation.Set's
 	// TTL. Zero: revocations are never swept.
 	RevocationTTL time.Duration
-	// Batch is the most rows one delete takes. Zero: 1000.
+	// Batch is the most rows one delete takes. Zero: 100 on SQLite, whose
+	// one writer a batch holds, 500 on PostgreSQL.
 	Batch int
 	// Registerer receives the metrics. Zero: they are kept but not
 	// exported.
@@ -33,17 +35,23 @@ type SweeperOptions struct {
 
 // Sweeper deletes the rows nothing will ever read again (SweepKinds): at
 // each run, everything worthless at the run's start, in batches. Each
-// batch is one short statement, and the sweeper then pauses as long as
-// the batch took, so it holds SQLite's single writer (or PostgreSQL's
-// row locks and I/O) at most half the time and the requests queued
-// behind a batch go first. On PostgreSQL one replica at a time sweeps
-// (trySweepLock); the others find the lock taken and skip their run.
+// batch is one short statement, and the sweeper then pauses twice as long
+// as the batch took, so it holds SQLite's one writer (or a CPU,
+// PostgreSQL's row locks and I/O) at most a third of the time and the
+// requests queued behind a batch go first. On
+// PostgreSQL one replica at a time sweeps (trySweepLock); the others find
+// the lock taken and skip their run.
 type Sweeper struct {
 	db       *DB
 	o        SweeperOptions
 	interval atomic.Int64 // ns
 	reset    chan struct{}
 	m        *sweepMetrics
+
+	mu sync.Mutex // one run at a time
+	// gate, when set, is called between two batches (tests hold a run
+	// there). Zero: not called.
+	gate func(context.Context) error
 }
 
 // Run results, the runs metric's label values.
@@ -64,7 +72,7 @@ func NewSweeper(db *DB, o SweeperOptions) (*Sweeper, error) {
 		o.Interval = time.Minute
 	}
 	if o.Batch <= 0 {
-		o.Batch = 1000
+		o.Batch = db.dl.sweepBatch
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
@@ -129,6 +137,8 @@ type SweepResult struct {
 // by kind, and returns what it did. It returns early, with what it did so
 // far, when ctx ends or a query fails.
 func (s *Sweeper) Sweep(ctx context.Context) (SweepResult, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	now := s.o.Now()
 	res := SweepResult{Removed: map[SweepKind]int64{}, Pending: map[SweepKind]int64{}}
 	lctx, cancel := context.WithTimeout(ctx, sweepTimeout)
@@ -187,7 +197,7 @@ func (s *Sweeper) cutoff(k SweepKind, now time.Time) time.Time {
 }
 
 // sweepKind counts the rows of k worthless at cutoff, then deletes them
-// in batches, pausing after each as long as it took.
+// in batches, pausing after each twice as long as it took.
 func (s *Sweeper) sweepKind(ctx context.Context, k SweepKind, cutoff time.Time, res *SweepResult) error {
 	qctx, cancel := context.WithTimeout(ctx, sweepTimeout)
 	expired, err := s.db.countExpired(qctx, k, cutoff)
@@ -200,12 +210,17 @@ func (s *Sweeper) sweepKind(ctx context.Context, k SweepKind, cutoff time.Time, 
 	res.Pending[k] = expired
 	for expired > 0 {
 		began := time.Now()
-		qctx, cancel := context.WithTimeout(ctx, sweepTimeout)
+		// A batch once begun runs to its end (milliseconds): stopped
+		// midway, whether its rows went would be unknown (SQLite reports
+		// an interrupt after a delete that committed). ctx ends the run
+		// between batches.
+		qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sweepTimeout)
 		n, err := s.db.sweepBatch(qctx, k, cutoff, s.o.Batch)
 		cancel()
 		if err != nil {
 			return err
 		}
+		took := time.Since(began)
 		res.Removed[k] += n
 		res.Pending[k] = max(0, expired-res.Removed[k])
 		s.m.removed.WithLabelValues(string(k)).Add(float64(n))
@@ -213,8 +228,13 @@ func (s *Sweeper) sweepKind(ctx context.Context, k SweepKind, cutoff time.Time, 
 		if n < int64(s.o.Batch) {
 			return nil
 		}
-		if err := pause(ctx, time.Since(began)); err != nil {
+		if err := pause(ctx, 2*took); err != nil {
 			return err
+		}
+		if s.gate != nil {
+			if err := s.gate(ctx); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
