@@ -2,7 +2,6 @@ package sqlstore
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -38,9 +37,10 @@ type SweeperOptions struct {
 // batch is one short statement, and the sweeper then pauses twice as long
 // as the batch took, so it holds SQLite's one writer (or a CPU,
 // PostgreSQL's row locks and I/O) at most a third of the time and the
-// requests queued behind a batch go first. On
-// PostgreSQL one replica at a time sweeps (trySweepLock); the others find
-// the lock taken and skip their run.
+// requests queued behind a batch go first. On PostgreSQL one replica at a
+// time sweeps (trySweepLock); the others find the lock taken and skip
+// their run. Rows are judged on this process's clock: replicas must agree
+// to within the time a request takes, as revocations need (NTP does).
 type Sweeper struct {
 	db       *DB
 	o        SweeperOptions
@@ -165,8 +165,12 @@ func (s *Sweeper) Sweep(ctx context.Context) (SweepResult, error) {
 			break
 		}
 	}
-	s.logRun(res, time.Since(start), err)
-	if err != nil {
+	s.logRun(res, time.Since(start))
+	switch {
+	case err != nil && ctx.Err() != nil:
+		// Stopped (shutdown), not failed: the next run goes on.
+		return res, err
+	case err != nil:
 		s.m.runs.WithLabelValues(sweepFailed).Inc()
 		return res, err
 	}
@@ -177,9 +181,11 @@ func (s *Sweeper) Sweep(ctx context.Context) (SweepResult, error) {
 // kinds are the kinds this sweeper deletes: all but revocations when it
 // was given no RevocationTTL.
 func (s *Sweeper) kinds() []SweepKind {
-	ks := SweepKinds()
-	if s.o.RevocationTTL <= 0 {
-		ks = ks[:len(ks)-1]
+	var ks []SweepKind
+	for _, k := range SweepKinds() {
+		if k != SweepRevocations || s.o.RevocationTTL > 0 {
+			ks = append(ks, k)
+		}
 	}
 	return ks
 }
@@ -252,31 +258,27 @@ func pause(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// logRun writes one line for a run that removed something or failed: the
-// rows removed by kind, and those left when any are.
-func (s *Sweeper) logRun(res SweepResult, took time.Duration, err error) {
+// logRun writes one line for a run that removed something: the rows
+// removed by kind, and those left when any are (a run stopped midway). A
+// failure is the caller's to log.
+func (s *Sweeper) logRun(res SweepResult, took time.Duration) {
 	var removed, left []any
-	var total, pending int64
 	for _, k := range SweepKinds() {
 		if n := res.Removed[k]; n > 0 {
 			removed = append(removed, slog.Int64(string(k), n))
-			total += n
 		}
 		if n := res.Pending[k]; n > 0 {
 			left = append(left, slog.Int64(string(k), n))
-			pending += n
 		}
 	}
+	if len(removed) == 0 {
+		return
+	}
 	attrs := []any{slog.Group("removed", removed...), "took", took.Round(time.Millisecond).String()}
-	if pending > 0 {
+	if len(left) > 0 {
 		attrs = append(attrs, slog.Group("pending", left...))
 	}
-	switch {
-	case err != nil && !errors.Is(err, context.Canceled):
-		s.o.Logger.Warn("sweep stopped midway", append(attrs, "error", err.Error())...)
-	case total > 0:
-		s.o.Logger.Info("expired rows swept", attrs...)
-	}
+	s.o.Logger.Info("expired rows swept", attrs...)
 }
 
 // sweepMetrics are the Sweeper's. kind is a SweepKind, result one of the
