@@ -8,7 +8,8 @@
 --
 -- A migration runs in a transaction, where CREATE INDEX CONCURRENTLY is
 -- refused: this build blocks writes to session while it reads the table
--- (about a second per million rows). On a large table, create the index
--- beforehand without blocking, and this finds it (docs/operations.md):
+-- (half a second for a million rows on a 2-CPU machine). On a large
+-- table, create the index beforehand without blocking, and this finds it
+-- (docs/operations.md):
 --   CREATE INDEX CONCURRENTLY IF NOT EXISTS session_expires_at ON session (expires_at);
 CREATE INDEX IF NOT EXISTS session_expires_at ON session(expires_at);
