@@ -51,6 +51,8 @@ type Config struct {
 	Email    Email    `yaml:"email"`
 	// Revocation is how revocations reach every process.
 	Revocation Revocation `yaml:"revocation"`
+	// Sweep is the deletion of what the database keeps for nothing.
+	Sweep Sweep `yaml:"sweep"`
 	// IdentityProviders are the OpenID Connect providers, Google and GitHub
 	// users may sign in with, besides their password. Default empty: none.
 	// Reloadable, whole: a reload that breaks any entry changes none.
@@ -218,6 +220,18 @@ type Revocation struct {
 	// The process that writes a revocation applies it at once. Default
 	// 1s. Between 100ms and 1m.
 	PollInterval Duration `yaml:"poll_interval"`
+}
+
+// Sweep configures the deletion of rows nothing will read again
+// (docs/operations.md#what-the-database-keeps): expired sessions, reset
+// and verification tokens and sign-in flows, rate-limit buckets that have
+// refilled, and revocations older than any token they cover. Full mode
+// only: a verifier sweeps nothing.
+type Sweep struct {
+	// Interval is the time between two runs; each deletes everything
+	// worthless at its start, in batches, and on PostgreSQL one replica
+	// at a time runs. Default 1m. At least 1s.
+	Interval Duration `yaml:"interval"`
 }
 
 // Routes classifies request paths. Entries are lowercase ASCII paths that

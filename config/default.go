@@ -34,6 +34,7 @@ func Default() Config {
 			RevocationsURL: RevocationsAuto, RevocationsStaleIfError: Duration(5 * time.Minute),
 		},
 		Revocation: Revocation{PollInterval: Duration(time.Second)},
+		Sweep:      Sweep{Interval: Duration(time.Minute)},
 		Routes: Routes{
 			IdentityHeader:    "X-User-Id",
 			CookieOnly:        []string{"/api/mcp-oauth/authorize"},

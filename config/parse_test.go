@@ -103,6 +103,7 @@ var badFiles = map[string]string{
 	"bad-revocations-url-full.yaml":     `bad-revocations-url-full.yaml:2: keys.revocations_url: is only for mode verifier (leave it "auto"): a full sidecar reads revocations from its own database`,
 	"bad-revocations-url.yaml":          `bad-revocations-url.yaml:4: keys.revocations_url: must be an absolute http or https URL like https://app.example.com, got "auth.example.com/revocations"`,
 	"bad-revocations-stale.yaml":        `bad-revocations-stale.yaml:4: keys.revocations_stale_if_error: must be positive, got 0s`,
+	"bad-sweep-interval.yaml":           `bad-sweep-interval.yaml:3: sweep.interval: must be at least 1s, got 500ms`,
 
 	// routes
 	"bad-identity-header.yaml":          `bad-identity-header.yaml:2: routes.identity_header: "X-User Id" is not a valid header name: use letters, digits and !#$%&'*+-.^_` + "`" + `|~ (RFC 9110)`,

@@ -56,6 +56,7 @@ func (c Config) Validate() error {
 	p.limits(c.Limits)
 	p.email(c)
 	p.revocation(c.Revocation)
+	p.atLeastSecond("sweep.interval", c.Sweep.Interval)
 	p.identityProviders(c)
 	p.check("metrics.listen", checkListen(c.Metrics.Listen))
 	if c.Metrics.ReloadTokenEnv != "" {

@@ -178,6 +178,8 @@ func TestValidate(t *testing.T) {
 		{"rate without window", func(c *Config) { c.Limits.SigninPerIP = Rate{N: 5} },
 			`limits.signin_per_ip: window must be positive, got 0s`},
 		{"cache off", func(c *Config) { c.Cache.VerifiedTokens = 0 }, ""},
+		{"sweep every second", func(c *Config) { c.Sweep.Interval = Duration(time.Second) }, ""},
+		{"sweep more often", func(c *Config) { c.Sweep.Interval = Duration(999 * time.Millisecond) }, "sweep.interval: must be at least 1s, got 999ms"},
 		{"two problems, both reported", func(c *Config) { c.Log.Format, c.Shutdown.Grace = "", -1 },
 			"log.format: must be \"json\" or \"text\", got \"\"\nshutdown.grace: must be positive, got -1ns"},
 	}
@@ -218,7 +220,7 @@ func TestValidateReportsEveryProblem(t *testing.T) {
 		"proxy.response_header_timeout", "proxy.upstream_max_conns", "proxy.upstream_max_pending",
 		"proxy.upstream_client_share", "proxy.body_rate_grace",
 		"limits.body_bytes", "limits.ipv6_prefix", "limits.body_read_timeout",
-		"email.delivery", "email.max_attempts", "revocation.poll_interval", "metrics.listen",
+		"email.delivery", "email.max_attempts", "revocation.poll_interval", "sweep.interval", "metrics.listen",
 		"log.format", "log.level", "shutdown.grace",
 	}
 	if !reflect.DeepEqual(got, want) {

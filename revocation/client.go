@@ -156,16 +156,24 @@ func (c *Client) isSynced() bool {
 }
 
 // watchStale judges staleness every second, whatever the requests are
-// doing: one may hang until its timeout.
+// doing: one may hang until its timeout. It also drops from the set, once
+// a minute on this process's clock, the entries no token can need any
+// more, as a full sidecar's poller does: the issuer's feed sends no word
+// of them.
 func (c *Client) watchStale(ctx context.Context) {
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
+	lastSweep := c.o.Now()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 			c.judgeStale()
+		}
+		if now := c.o.Now(); now.Sub(lastSweep) >= setSweepEvery {
+			lastSweep = now
+			c.o.Set.Sweep()
 		}
 	}
 }

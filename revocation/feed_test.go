@@ -84,7 +84,7 @@ func newIssuerSideAt(t *testing.T, dbPath string, now func() time.Time) *issuerS
 		}
 	}
 	s.feed = revocation.NewFeed(revocation.FeedOptions{Set: s.set, Issuer: issuerName, Sign: signer(priv, "k1"), PollInterval: 50 * time.Millisecond, Logger: quiet, Now: now})
-	s.poller = revocation.NewPoller(revocation.PollerOptions{Store: db, Set: s.set, TTL: ttl, Interval: 50 * time.Millisecond, Feed: s.feed, Logger: quiet})
+	s.poller = revocation.NewPoller(revocation.PollerOptions{Store: db, Set: s.set, Interval: 50 * time.Millisecond, Feed: s.feed, Logger: quiet})
 	if err := s.poller.Load(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -141,7 +141,7 @@ func TestPollerLoadsAndFollows(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	set := revocation.NewSet(revocation.SetOptions{TTL: ttl})
 	m := revocation.NewMetrics(reg, set.Len, nil)
-	p := revocation.NewPoller(revocation.PollerOptions{Store: db, Set: set, TTL: ttl, Interval: 20 * time.Millisecond, Metrics: m, Logger: quiet})
+	p := revocation.NewPoller(revocation.PollerOptions{Store: db, Set: set, Interval: 20 * time.Millisecond, Metrics: m, Logger: quiet})
 	if err := set.Check(revocation.TokenOf("s", "u", now)); !errors.Is(err, revocation.ErrUnavailable) {
 		t.Fatalf("before Load: got %v, want ErrUnavailable", err)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/authsidecar/authsidecar/config"
+	"github.com/authsidecar/authsidecar/sqlstore"
 )
 
 // reloadMetrics say whether the config in force is the file's.
@@ -70,6 +71,8 @@ type reloader struct {
 	// reloading and ready tell systemd (Type=notify-reload) a reload
 	// began and ended. Zero: not called.
 	reloading, ready func()
+	// sweep takes sweep.interval; nil in verifier mode.
+	sweep *sqlstore.Sweeper
 
 	mu   sync.Mutex // one reload at a time
 	cfg  config.Config
@@ -121,6 +124,9 @@ func (r *reloader) try() (string, error) {
 	}
 	if err := r.st.apply(next); err != nil {
 		return "", fmt.Errorf("apply: %w", err)
+	}
+	if r.sweep != nil {
+		r.sweep.SetInterval(next.Sweep.Interval.D())
 	}
 	r.cfg = next
 	return FileHash(data), nil

@@ -52,7 +52,7 @@ func (st *stack) newFullRevocations(cfg config.Config, db *sqlstore.DB) *revocat
 		set:  set,
 		feed: feed,
 		poller: revocation.NewPoller(revocation.PollerOptions{
-			Store: db, Set: set, TTL: revocationTTL(cfg), Interval: cfg.Revocation.PollInterval.D(), Feed: feed,
+			Store: db, Set: set, Interval: cfg.Revocation.PollInterval.D(), Feed: feed,
 			Metrics: st.revMetrics, Logger: st.lg.log,
 			QueryContext: func(ctx context.Context) context.Context { return proxy.WithClass(ctx, proxy.ClassRevocation) },
 		}),

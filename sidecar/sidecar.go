@@ -56,12 +56,15 @@ type Options struct {
 // config, behind a public listener and an admin one. Create it with New,
 // serve with Run; Reload applies a changed config file while it serves.
 type Sidecar struct {
-	cfg   config.Config
-	out   *bufferedLog
-	log   *slog.Logger
-	gc    *gcfloor.Floor
-	db    *sqlstore.DB // nil in verifier mode without a database
-	mail  *mailWiring  // nil when email.delivery is off
+	cfg  config.Config
+	out  *bufferedLog
+	log  *slog.Logger
+	gc   *gcfloor.Floor
+	db   *sqlstore.DB // nil in verifier mode without a database
+	mail *mailWiring  // nil when email.delivery is off
+	// sweep deletes the rows nothing will read again; nil in verifier
+	// mode.
+	sweep *sqlstore.Sweeper
 	st    *stack
 	rl    *reloader // nil without a config file
 	hl    *health.Health
@@ -154,6 +157,9 @@ func New(ctx context.Context, o Options) (_ *Sidecar, err error) {
 			return nil, err
 		}
 	}
+	if s.sweep, err = newSweeper(cfg, s.db, s.log, reg); err != nil {
+		return nil, err
+	}
 	if s.st, err = buildStack(ctx, cfg, o.Secret, s.db, lg, reg, s.mail, getenv); err != nil {
 		return nil, err
 	}
@@ -163,7 +169,7 @@ func New(ctx context.Context, o Options) (_ *Sidecar, err error) {
 	if o.ConfigPath != "" {
 		s.rl = &reloader{
 			path: o.ConfigPath, st: s.st, log: s.log, metrics: rm,
-			reloading: o.OnReloading, ready: o.OnReady,
+			reloading: o.OnReloading, ready: o.OnReady, sweep: s.sweep,
 			cfg: cfg, hash: o.ConfigHash,
 		}
 	}
@@ -250,12 +256,12 @@ func (s *Sidecar) Reload() error {
 	return s.rl.reload()
 }
 
-// Run serves until ctx ends, then stops in order: the public listener
-// drains (in-flight requests get shutdown.grace; /readyz answers 503
-// meanwhile), then no reload applies any more, mail queued after its
-// request was answered is stored, the outbox worker stops, the admin
-// listener closes, and last the store. Run returns the first serving
-// error, and may be called once.
+// Run serves until ctx ends, then stops in order: the sweeper stops
+// between two batches and the public listener drains (in-flight requests
+// get shutdown.grace; /readyz answers 503 meanwhile), then no reload
+// applies any more, mail queued after its request was answered is stored,
+// the outbox worker stops, the admin listener closes, and last the store.
+// Run returns the first serving error, and may be called once.
 func (s *Sidecar) Run(ctx context.Context) error {
 	err := errors.New("sidecar: Run called twice")
 	s.runOnce.Do(func() { err = s.run(ctx) })
@@ -290,7 +296,17 @@ func (s *Sidecar) run(ctx context.Context) error {
 			s.mail.worker.Run(mailCtx)
 		}
 	}()
+	// The sweeper has nothing to finish: what a run leaves, the next
+	// start's runs take.
+	sweepDone := make(chan struct{})
+	go func() {
+		defer close(sweepDone)
+		if s.sweep != nil {
+			s.sweep.Run(ctx)
+		}
+	}()
 	err := s.public.Run(ctx)
+	<-sweepDone
 	// A reload under way ends before anything below closes; none applies
 	// after this.
 	s.st.close()

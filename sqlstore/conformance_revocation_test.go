@@ -148,8 +148,9 @@ func testRevocationsSinceAndSweep(t *testing.T, db *sqlstore.DB, _ env) {
 	if err != nil || len(recs) != 3 || recs[0].ID != 2 || recs[2].ID != 4 || !recs[0].At.Equal(t0.Add(time.Hour)) {
 		t.Fatalf("RevocationsSince(1, 3): got %+v %v, want ids 2 to 4", recs, err)
 	}
-	if n, err := db.SweepRevocations(ctx, t0.Add(3*time.Hour)); err != nil || n != 3 {
-		t.Fatalf("SweepRevocations: got %d %v, want 3", n, err)
+	// Kept an hour: at t0+4h, those before t0+3h go.
+	if res, err := sweeper(t, db, t0.Add(4*time.Hour), 0, time.Hour, nil, nil).Sweep(ctx); err != nil || res.Removed[sqlstore.SweepRevocations] != 3 {
+		t.Fatalf("sweep: got %v %v, want 3 revocations removed", res.Removed, err)
 	}
 	if err := db.RevokeAll(ctx, t0); err != nil {
 		t.Fatal(err)

@@ -90,6 +90,12 @@ var conformanceCases = []struct {
 	{"RevocationsSinceAndSweep", testRevocationsSinceAndSweep},
 	{"RevocationsConcurrentWriters", testRevocationsConcurrentWriters},
 
+	{"SweepExpired", testSweepExpired},
+	{"SweepOneReplicaAtATime", testSweepOneReplicaAtATime},
+	{"SweepRevocationsKeepCursors", testSweepRevocationsKeepCursors},
+	{"MigrateSweepOnExisting", testMigrateSweepOnExisting},
+	{"SweptRevocationStillRefused", testSweptRevocationStillRefused},
+
 	{"OAuthStateSingleUse", testOAuthStateSingleUse},
 	{"OAuthStateSweep", testOAuthStateSweep},
 	{"SocialUser", testSocialUser},

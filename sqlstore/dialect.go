@@ -34,6 +34,18 @@ type dialect struct {
 	// their ids become visible in order (revocations.go). SQLite needs
 	// nothing: its writers are serialized.
 	lockRevocations string
+	// fleetLocks: replicas share the database, and work one of them
+	// should do at a time (the sweep) takes an advisory lock. SQLite
+	// needs none: one process owns the file.
+	fleetLocks bool
+	// sweepBatch is the rows one sweep delete takes. SQLite's is small: a
+	// batch holds the one writer, so sign-ins queue behind it, and runs
+	// as Go code in this process, on one of its CPUs; 100 rows take about
+	// a millisecond. PostgreSQL deletes in the server, locking only the
+	// rows it deletes; 500 rows take a few milliseconds of its CPU (1000
+	// put get-session's p99 at up to 1.97x of its own on a loaded 2-CPU
+	// machine, 500 at 0.8 to 1.2x: docs/benchmarks.md).
+	sweepBatch int
 	// resetRevocationIDs moves the id sequence past the ids an import
 	// wrote. SQLite's AUTOINCREMENT follows explicit ids by itself.
 	resetRevocationIDs string
@@ -59,8 +71,9 @@ type dialect struct {
 }
 
 var sqliteDialect = &dialect{
-	name:   "sqlite",
-	rebind: func(q string) string { return q },
+	name:       "sqlite",
+	rebind:     func(q string) string { return q },
+	sweepBatch: 100,
 	// modernc reports "constraint failed: UNIQUE constraint failed:
 	// user.email (2067)"; the message is stable across versions.
 	emailTaken: func(err error) bool {
@@ -81,6 +94,8 @@ var postgresDialect = &dialect{
 	forUpdate:          " FOR UPDATE",
 	skipLocked:         " FOR UPDATE SKIP LOCKED",
 	lockRevocations:    fmt.Sprintf("SELECT pg_advisory_xact_lock(%d)", lockRevocations),
+	fleetLocks:         true,
+	sweepBatch:         500,
 	resetRevocationIDs: `SELECT setval(pg_get_serial_sequence('revocation', 'id'), (SELECT max(id) FROM revocation))`,
 	snapshotIsolation:  sql.LevelRepeatableRead,
 	// SQLSTATE 23505 on the constraint migrations/postgres/0001 names by
@@ -128,4 +143,7 @@ const (
 	// lockRevocations is held by a transaction from its insert of
 	// revocations to its end (pg_advisory_xact_lock).
 	lockRevocations int64 = 0x6175_7468_7364_0003
+	// lockSweep is held by the replica whose Sweeper is running, for the
+	// run (pg_try_advisory_lock): the others skip theirs.
+	lockSweep int64 = 0x6175_7468_7364_0004
 )

@@ -236,6 +236,29 @@ func (db *DB) advisoryLock(ctx context.Context, key int64) (unlock func(), err e
 		conn.Close()
 		return nil, fmt.Errorf("lock: %w", err)
 	}
+	return releaser(ctx, conn, key), nil
+}
+
+// tryAdvisoryLock is advisoryLock without the wait: ok is false, and
+// nothing is held, when another session holds the lock.
+func (db *DB) tryAdvisoryLock(ctx context.Context, key int64) (unlock func(), ok bool, err error) {
+	conn, err := db.w.Conn(ctx)
+	if err != nil {
+		return nil, false, fmt.Errorf("lock: %w", err)
+	}
+	if err := conn.QueryRowContext(ctx, `SELECT pg_try_advisory_lock($1)`, key).Scan(&ok); err != nil || !ok {
+		conn.Close()
+		if err != nil {
+			return nil, false, fmt.Errorf("lock: %w", err)
+		}
+		return nil, false, nil
+	}
+	return releaser(ctx, conn, key), true, nil
+}
+
+// releaser returns the function that releases the session advisory lock
+// key held on conn, and conn with it.
+func releaser(ctx context.Context, conn *sql.Conn, key int64) func() {
 	return func() {
 		// A failed unlock (server gone) releases with the session anyway;
 		// the connection is not returned to the pool in that case.
@@ -243,5 +266,5 @@ func (db *DB) advisoryLock(ctx context.Context, key int64) (unlock func(), err e
 			conn.Raw(func(any) error { return driver.ErrBadConn })
 		}
 		conn.Close()
-	}, nil
+	}
 }

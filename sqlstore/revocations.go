@@ -103,23 +103,6 @@ func (db *DB) RevocationsSince(ctx context.Context, after int64, limit int) ([]r
 	return out, nil
 }
 
-// SweepRevocations deletes the revocations older than before (a poller
-// passes now less jwt_ttl and the leeway: nothing they cover is still
-// valid) and returns how many. Ids are never reused, so a poller's cursor
-// stays right.
-func (db *DB) SweepRevocations(ctx context.Context, before time.Time) (int64, error) {
-	db.observe(ctx, "sweep_revocations")
-	res, err := db.exec(ctx, `DELETE FROM revocation WHERE id IN (SELECT id FROM revocation WHERE at < ?`+db.dl.skipLocked+`)`, ms(before))
-	if err != nil {
-		return 0, fmt.Errorf("sweep revocations: %w", err)
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return 0, fmt.Errorf("sweep revocations: %w", err)
-	}
-	return n, nil
-}
-
 // RevokeAll revokes every JWT issued up to now, for everyone ("keys
 // revoke-all"): AUTH_SECRET's effect without losing the keys or the cookie
 // sessions, which get new JWTs at their next get-session.

@@ -128,11 +128,11 @@ func TestCheckReadOnly(t *testing.T) {
 		},
 		{
 			name: "current schema", dbRel: "auth.db", env: withSecret, prepare: newSQLite,
-			want: []string{"(schema version 5, current)", "ok    key ", "all checks passed"},
+			want: []string{"(schema version 7, current)", "ok    key ", "all checks passed"},
 		},
 		{
 			name: "current schema, no secret", dbRel: "auth.db", env: map[string]string{}, prepare: newSQLite,
-			want:    []string{"FAIL  AUTH_SECRET is not set", "(schema version 5, current)", "skip  keys: 1 key stored, not decrypted without the secret", "1 problem found"},
+			want:    []string{"FAIL  AUTH_SECRET is not set", "(schema version 7, current)", "skip  keys: 1 key stored, not decrypted without the secret", "1 problem found"},
 			wantErr: true,
 		},
 		{
@@ -143,7 +143,7 @@ func TestCheckReadOnly(t *testing.T) {
 				// migrations do not matter to check: it reads the version).
 				sqliteExec(t, dbPath, `DROP TABLE outbox`, `DROP TABLE recovery_token`, `PRAGMA user_version = 2`)
 			},
-			want: []string{"(schema version 2, this binary's is 5): 3 migrations pending; serve applies them", "ok    key ", "all checks passed"},
+			want: []string{"(schema version 2, this binary's is 7): 5 migrations pending; serve applies them", "ok    key ", "all checks passed"},
 		},
 		{
 			name: "newer schema", dbRel: "auth.db", env: withSecret,
@@ -151,7 +151,7 @@ func TestCheckReadOnly(t *testing.T) {
 				newSQLite(t, cfgPath, dbPath)
 				sqliteExec(t, dbPath, `PRAGMA user_version = 99`)
 			},
-			want:    []string{"FAIL  database ", "schema version 99 is newer than this binary knows (5)", "skip  keys: not checked", "1 problem found"},
+			want:    []string{"FAIL  database ", "schema version 99 is newer than this binary knows (7)", "skip  keys: not checked", "1 problem found"},
 			wantErr: true,
 		},
 		{
@@ -286,7 +286,7 @@ func TestCheckReadOnlyPostgres(t *testing.T) {
 	}
 	tables := pgTables(t, raw)
 	out, err = runCheck(t, cfgPath, env)
-	if err != nil || !strings.Contains(out, "(schema version 2, this binary's is 5): 3 migrations pending; serve applies them") || !strings.Contains(out, "ok    key ") {
+	if err != nil || !strings.Contains(out, "(schema version 2, this binary's is 7): 5 migrations pending; serve applies them") || !strings.Contains(out, "ok    key ") {
 		t.Errorf("old schema: got %v\n%s", err, out)
 	}
 	var version int

@@ -199,6 +199,8 @@ var readmeNotRun = map[string]string{
 	readmeTestCommand: "it is the command that runs this test; .ci/run runs exactly it (TestReadmeTestCommandInCI)",
 	"go run ./cmd/authsidecar-bench": "the benchmark's full run takes ~200 s on an idle machine and seeding 1M users a minute more; " +
 		"cmd/authsidecar-bench TestSmoke runs the same program end to end in -smoke mode",
+	"go test -run TestSweepUnderLoad": "sweeping a million expired sessions under load takes ~4 minutes for both stores; " +
+		"go test ./sqlstore (CI) runs the same test at its smaller scale",
 }
 
 // notRun returns the readmeNotRun entry the block starting with first
