@@ -30,6 +30,7 @@ var Reloadable = []string{
 	"keys.cooldown",
 	"keys.stale_if_error",
 	"identity_providers",
+	"migration",
 }
 
 // VerifierReloadable lists the paths a verifier (mode verifier before and

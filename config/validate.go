@@ -57,6 +57,7 @@ func (c Config) Validate() error {
 	p.email(c)
 	p.revocation(c.Revocation)
 	p.identityProviders(c)
+	p.migration(c)
 	p.check("metrics.listen", checkListen(c.Metrics.Listen))
 	if c.Metrics.ReloadTokenEnv != "" {
 		p.check("metrics.reload_token_env", checkEnvName(c.Metrics.ReloadTokenEnv))
