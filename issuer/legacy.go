@@ -43,7 +43,7 @@ type LegacyUser struct {
 // the decoding error).
 var (
 	ErrLegacyRefused     = errors.New("the legacy application refused the email and password")
-	ErrLegacyUnavailable = errors.New("the legacy application gave no answer")
+	ErrLegacyUnavailable = errors.New("the legacy application gave no usable answer")
 	ErrLegacyInvalid     = errors.New("the legacy application's answer is not a user")
 )
 
