@@ -2,7 +2,6 @@ package config
 
 import (
 	"fmt"
-	"net/url"
 	"time"
 )
 
@@ -67,14 +66,7 @@ func (p *problems) migration(c Config) {
 // checkLegacyURL wants https, or http only to a loopback address:
 // passwords travel to it.
 func checkLegacyURL(s string) error {
-	if err := checkHTTPURL(s); err != nil {
-		return err
-	}
-	u, _ := url.Parse(s)
-	if u.Scheme == "http" && !isLoopbackHost(u.Host) {
-		return fmt.Errorf("%q: plain http is only allowed to a loopback address (passwords travel here); use https", s)
-	}
-	return nil
+	return checkSecureURL(s, "passwords travel here")
 }
 
 // LoadLegacySecret reads the bearer secret of lazy migration from the

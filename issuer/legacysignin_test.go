@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -223,15 +224,12 @@ func TestLegacySignIn(t *testing.T) {
 // stores anything, and the next sign-in asks again.
 func TestLegacySignInRefusals(t *testing.T) {
 	good := map[string]any{"id": "u-1", "email": "ann@example.com", "name": "Ann", "roles": []string{"admin"}}
+	// with is good with k set to v, or without k when v is nil.
 	with := func(k string, v any) map[string]any {
-		m := map[string]any{}
-		for kk, vv := range good {
-			m[kk] = vv
-		}
+		m := maps.Clone(good)
+		m[k] = v
 		if v == nil {
 			delete(m, k)
-		} else {
-			m[k] = v
 		}
 		return m
 	}

@@ -79,31 +79,38 @@ func testCreateMigratedUser(t *testing.T, db *sqlstore.DB, _ env) {
 func testCreateMigratedUserConcurrent(t *testing.T, db *sqlstore.DB, e env) {
 	ctx := context.Background()
 	handles := []*sqlstore.DB{db, e.replica(t)}
-	const n = 10
+	errs := atOnce(10, func(i int) error {
+		u, s := newUser("42", "same@example.com", t0)
+		s.ID, s.Token = fmt.Sprint("s", i), fmt.Sprint("t", i)
+		return handles[i%2].CreateMigratedUser(ctx, u, "salt:hash", []string{"admin"}, s)
+	})
+	var created []int
+	for i, err := range errs {
+		if err == nil {
+			created = append(created, i)
+		} else if !errors.Is(err, issuer.ErrEmailTaken) && !errors.Is(err, issuer.ErrUserIDTaken) {
+			t.Errorf("migration %d: got %v, want nil, ErrEmailTaken or ErrUserIDTaken", i, err)
+		}
+	}
+	if len(created) != 1 {
+		t.Errorf("got migrations %v through, want one", created)
+	}
+	wantCounts(t, db, map[string]int{"user": 1, "account": 1, "session": 1, "user_role": 1})
+}
+
+// atOnce calls fn(0) to fn(n-1) on goroutines released together and
+// returns their errors, in order.
+func atOnce(n int, fn func(i int) error) []error {
 	start := make(chan struct{})
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() {
-			u, s := newUser("42", "same@example.com", t0)
-			s.ID, s.Token = fmt.Sprint("s", i), fmt.Sprint("t", i)
 			<-start
-			errs[i] = handles[i%2].CreateMigratedUser(ctx, u, "salt:hash", []string{"admin"}, s)
+			errs[i] = fn(i)
 		})
 	}
 	close(start)
 	wg.Wait()
-	created := 0
-	for i, err := range errs {
-		switch {
-		case err == nil:
-			created++
-		case !errors.Is(err, issuer.ErrEmailTaken) && !errors.Is(err, issuer.ErrUserIDTaken):
-			t.Errorf("migration %d: got %v, want nil, ErrEmailTaken or ErrUserIDTaken", i, err)
-		}
-	}
-	if created != 1 {
-		t.Errorf("got %d migrations through, want 1", created)
-	}
-	wantCounts(t, db, map[string]int{"user": 1, "account": 1, "session": 1, "user_role": 1})
+	return errs
 }
