@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 )
 
@@ -57,5 +58,27 @@ func TestLegacySignInBinary(t *testing.T) {
 	}
 	if got := <-seen; got != "1042" {
 		t.Errorf("upstream X-User-Id: got %q, want 1042", got)
+	}
+}
+
+// TestCheckLegacySignIn: check reads lazy migration's secret as serve
+// would, and never calls the legacy endpoint (a call is a password check).
+func TestCheckLegacySignIn(t *testing.T) {
+	var called atomic.Bool
+	app := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { called.Store(true) }))
+	defer app.Close()
+	dir := t.TempDir()
+	cfg, _ := writeConfig(t, dir, fmt.Sprintf("migration: { legacy_signin: { url: %q } }\n", app.URL+"/signin"))
+	env := map[string]string{"AUTH_SECRET": e2eSecret}
+	if out, err := runCheck(t, cfg, env); err == nil || !strings.Contains(out, "FAIL  migration.legacy_signin.secret_env: $LEGACY_SIGNIN_SECRET is not set") {
+		t.Errorf("without the secret: got %v\n%s", err, out)
+	}
+	env["LEGACY_SIGNIN_SECRET"] = "legacy-secret-0123456789"
+	want := "ok    lazy migration: legacy sign-in at " + app.URL + ", secret from $LEGACY_SIGNIN_SECRET (not contacted)"
+	if out, err := runCheck(t, cfg, env); err != nil || !strings.Contains(out, want) {
+		t.Errorf("with the secret: got %v\n%s\nwant a line %q", err, out, want)
+	}
+	if called.Load() {
+		t.Error("check called the legacy endpoint")
 	}
 }
