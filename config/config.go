@@ -57,6 +57,8 @@ type Config struct {
 	// users may sign in with, besides their password. Default empty: none.
 	// Reloadable, whole: a reload that breaks any entry changes none.
 	IdentityProviders []IdentityProvider `yaml:"identity_providers"`
+	// Migration is how users of a legacy application come to the sidecar.
+	Migration Migration `yaml:"migration"`
 }
 
 // Database says where users, sessions and signing keys are stored.

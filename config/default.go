@@ -80,5 +80,6 @@ func Default() Config {
 			Webhook:     Webhook{SecretEnv: "EMAIL_WEBHOOK_SECRET", Timeout: Duration(10 * time.Second)},
 		},
 		IdentityProviders: []IdentityProvider{},
+		Migration:         Migration{LegacySignin: LegacySignin{SecretEnv: "LEGACY_SIGNIN_SECRET", Timeout: Duration(3 * time.Second)}},
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"net"
 	"net/mail"
 	"net/netip"
-	"net/url"
 	"strings"
 	"time"
 )
@@ -100,14 +99,7 @@ func checkHostPort(s string) error {
 // checkWebhookURL wants https, or http to a loopback address only: the
 // body holds a working reset link.
 func checkWebhookURL(s string) error {
-	if err := checkHTTPURL(s); err != nil {
-		return err
-	}
-	u, _ := url.Parse(s)
-	if u.Scheme == "http" && !isLoopbackHost(u.Host) {
-		return fmt.Errorf("%q: plain http is only allowed to a loopback address (the body holds a working reset link); use https", s)
-	}
-	return nil
+	return checkSecureURL(s, "the body holds a working reset link")
 }
 
 // isLoopbackHost reports whether host[:port] names this machine: localhost

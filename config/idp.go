@@ -2,7 +2,6 @@ package config
 
 import (
 	"fmt"
-	"net/url"
 	"regexp"
 	"strconv"
 	"strings"
@@ -259,14 +258,7 @@ func (p *problems) identityEndpoints(at string, kind ProviderKind, e IdentityEnd
 // checkProviderURL wants https, or http only to a loopback address: codes,
 // tokens and client secrets travel to these URLs.
 func checkProviderURL(s string) error {
-	if err := checkHTTPURL(s); err != nil {
-		return err
-	}
-	u, _ := url.Parse(s)
-	if u.Scheme == "http" && !isLoopbackHost(u.Host) {
-		return fmt.Errorf("%q: plain http is only allowed to a loopback address (codes, tokens and the client secret travel here); use https", s)
-	}
-	return nil
+	return checkSecureURL(s, "codes, tokens and the client secret travel here")
 }
 
 func checkScope(s string) error {

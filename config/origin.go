@@ -61,6 +61,20 @@ func checkHTTPURL(s string) error {
 	return nil
 }
 
+// checkSecureURL wants an absolute http(s) URL that is https, or plain
+// http only to a loopback address: what travels to it (why) must not
+// cross a network in clear text.
+func checkSecureURL(s, why string) error {
+	if err := checkHTTPURL(s); err != nil {
+		return err
+	}
+	u, _ := url.Parse(s)
+	if u.Scheme == "http" && !isLoopbackHost(u.Host) {
+		return fmt.Errorf("%q: plain http is only allowed to a loopback address (%s); use https", s, why)
+	}
+	return nil
+}
+
 // checkOrigin checks that s is written exactly as a browser would send it in
 // an Origin header; any other spelling would never match one.
 func checkOrigin(s string) error {

@@ -187,6 +187,14 @@ var badFiles = map[string]string{
 	}, "\n"),
 	"bad-idp-verifier.yaml": `bad-idp-verifier.yaml:4: identity_providers: is only for mode full: a verifier serves no /api/auth/*`,
 
+	// migration
+	"bad-legacy-signin.yaml": strings.Join([]string{
+		`bad-legacy-signin.yaml:4: migration.legacy_signin.url: "http://legacy.example.com/api/signin": plain http is only allowed to a loopback address (passwords travel here); use https`,
+		`bad-legacy-signin.yaml:5: migration.legacy_signin.secret_env: must be an environment variable name like AUTH_SECRET, got "LEGACY-SECRET"`,
+		`bad-legacy-signin.yaml:6: migration.legacy_signin.timeout: must be between 100ms and 4s (a sign-in is answered within 5s), got 10s`,
+	}, "\n"),
+	"bad-legacy-signin-verifier.yaml": `bad-legacy-signin-verifier.yaml:6: migration.legacy_signin.url: is only for mode full: a verifier serves no /api/auth/*`,
+
 	"bad-several.yaml": strings.Join([]string{
 		`bad-several.yaml:2: listen: "localhost" is not host:port (e.g. 127.0.0.1:8080): missing port in address`,
 		`bad-several.yaml:4: auth.jwt_ttl: must be positive, got -1h`,

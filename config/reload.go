@@ -31,6 +31,7 @@ var Reloadable = []string{
 	"keys.stale_if_error",
 	"identity_providers",
 	"sweep.interval",
+	"migration",
 }
 
 // VerifierReloadable lists the paths a verifier (mode verifier before and

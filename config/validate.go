@@ -58,6 +58,7 @@ func (c Config) Validate() error {
 	p.revocation(c.Revocation)
 	p.atLeastSecond("sweep.interval", c.Sweep.Interval)
 	p.identityProviders(c)
+	p.migration(c)
 	p.check("metrics.listen", checkListen(c.Metrics.Listen))
 	if c.Metrics.ReloadTokenEnv != "" {
 		p.check("metrics.reload_token_env", checkEnvName(c.Metrics.ReloadTokenEnv))

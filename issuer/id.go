@@ -30,3 +30,46 @@ func newID() (string, error) {
 	}
 	return string(out), nil
 }
+
+// UserIDRule says which ids ValidUserID accepts, for messages.
+const UserIDRule = "1 to 128 bytes of A-Z, a-z, 0-9 and . _ : @ -"
+
+// maxUserIDBytes bounds a user id given from outside: it is every JWT's
+// sub and every forwarded request's identity header.
+const maxUserIDBytes = 128
+
+// ValidUserID reports whether id may be a user id that comes from
+// outside the sidecar (an imported user, a legacy application's answer
+// at a lazy migration): 1 to 128 bytes of [A-Za-z0-9._:@-]. Integers,
+// UUIDs, ObjectIds and the sidecar's own ids (newID) are all such ids;
+// nothing in one needs escaping in a header, a log line or a URL path.
+func ValidUserID(id string) bool {
+	if id == "" || len(id) > maxUserIDBytes {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		switch c := id[i]; {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		case c == '.', c == '_', c == ':', c == '@', c == '-':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// ValidRole reports whether role is a role name as "roles grant" and
+// routes.admin take it: [a-z0-9_-]+.
+func ValidRole(role string) bool {
+	if role == "" {
+		return false
+	}
+	for i := 0; i < len(role); i++ {
+		switch c := role[i]; {
+		case 'a' <= c && c <= 'z', '0' <= c && c <= '9', c == '_', c == '-':
+		default:
+			return false
+		}
+	}
+	return true
+}

@@ -71,6 +71,11 @@ type Options struct {
 	// none, and the social routes answer as for an unknown provider. With
 	// any, Store must also be an AccountStore.
 	Providers []Provider
+	// Legacy, when set, turns on lazy migration: a sign-in for an address
+	// no user claims asks it, and a user it knows is created here with
+	// its id (legacysignin.go). A running issuer changes it with Reload.
+	// Zero: off. With it, Store must also be a MigrationStore.
+	Legacy LegacySignIn
 	// Registerer receives the issuer's metrics (sign-ins, sign-ups, JWTs
 	// issued). Zero: not registered.
 	Registerer prometheus.Registerer
@@ -120,6 +125,8 @@ type Issuer struct {
 	hasher      *hasher
 	routes      map[string]map[string]handlerFunc
 	providers   map[string]Provider
+	legacy      LegacySignIn   // nil: lazy migration off
+	migration   MigrationStore // the store, when legacy is set
 	clientIP    func(*http.Request) string
 	signInIP    *limiter
 	signInMail  *sharedLimiter
@@ -206,7 +213,7 @@ func New(ctx context.Context, o Options) (*Issuer, error) {
 	if iss.social, err = newSocial(o.Store, o.Secret, name); err != nil {
 		return nil, err
 	}
-	if err := iss.apply(ReloadOptions{TrustedOrigins: o.TrustedOrigins, Limits: o.Limits, ClientIP: o.ClientIP, Providers: o.Providers}); err != nil {
+	if err := iss.apply(ReloadOptions{TrustedOrigins: o.TrustedOrigins, Limits: o.Limits, ClientIP: o.ClientIP, Providers: o.Providers, Legacy: o.Legacy}); err != nil {
 		return nil, err
 	}
 	iss.jwtIssuer = o.JWTIssuer

@@ -16,6 +16,9 @@ type metrics struct {
 	// unlinked counts provider accounts removed because an address was
 	// proven after they were linked (Proof), by the proof's cause.
 	unlinked *prometheus.CounterVec
+	// legacy counts lazy migrations by result (legacysignin.go); its
+	// series exist once lazy migration is on.
+	legacy *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -41,6 +44,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "authsidecar_provider_accounts_unlinked_total",
 			Help: "Identity-provider accounts removed because the user's address was proven after they were linked (a first verification, a reset or a change of address: whoever linked them held an unproven address), by cause (password_reset, email_verification).",
 		}, []string{"cause"}),
+		legacy: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "authsidecar_legacy_signins_total",
+			Help: "Sign-ins for an address the sidecar did not know, answered by the legacy application (lazy migration), by result (migrated, refused: 401 or 404, unavailable: no answer, a 5xx or another status, invalid: a 200 that is not a valid user, conflict: its id is another address's user here, raced: another request created the user first).",
+		}, []string{"result"}),
 	}
 	for _, c := range []string{"password_reset", "email_verification"} {
 		m.unlinked.WithLabelValues(c)
@@ -60,7 +67,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		m.signups.WithLabelValues(r)
 	}
 	if reg != nil {
-		reg.MustRegister(m.signins, m.signups, m.jwts, m.recovery, m.social, m.unlinked)
+		reg.MustRegister(m.signins, m.signups, m.jwts, m.recovery, m.social, m.unlinked, m.legacy)
 	}
 	return m
 }

@@ -7,13 +7,15 @@ import (
 )
 
 // ReloadOptions are the Options a running issuer can change: what the
-// origin check trusts and the limits. The zero values mean what they mean
+// origin check trusts, the limits, the identity providers and lazy
+// migration. The zero values mean what they mean
 // in Options.
 type ReloadOptions struct {
 	TrustedOrigins []string
 	Limits
 	ClientIP  func(*http.Request) string
 	Providers []Provider
+	Legacy    LegacySignIn
 }
 
 // Reload returns a new Issuer that serves with o's settings and shares
@@ -81,6 +83,9 @@ func (iss *Issuer) apply(o ReloadOptions) error {
 		iss.trusted[origin] = true
 	}
 	if err := iss.setProviders(o.Providers); err != nil {
+		return err
+	}
+	if err := iss.setLegacy(o.Legacy); err != nil {
 		return err
 	}
 	iss.routes = iss.routeTable()

@@ -78,6 +78,7 @@ func Check(ctx context.Context, o CheckOptions, r Reporter) {
 	checkNetwork(ctx, r, cfg)
 	checkAdminRoutes(r, cfg)
 	checkProviders(ctx, r, cfg, getenv, o.Online)
+	checkLegacy(r, cfg, getenv)
 	in, dbOK := checkDatabase(ctx, r, cfg, getenv)
 	switch {
 	case cfg.Verifier():
@@ -124,6 +125,19 @@ func checkMail(r Reporter, cfg config.Config, getenv func(string) string) {
 		return
 	}
 	r.OK("mail delivery %s (templates checked; nothing sent)", cfg.Email.Delivery)
+}
+
+// checkLegacy builds lazy migration's client as serve would, without
+// calling the legacy application: a sign-in would be a password check.
+func checkLegacy(r Reporter, cfg config.Config, getenv func(string) string) {
+	if cfg.Migration.LegacySignin.URL == "" {
+		return
+	}
+	if _, err := legacySignIn(cfg, getenv, nil); err != nil {
+		r.Fail(err)
+		return
+	}
+	r.OK("lazy migration: legacy sign-in at %s, secret from $%s (not contacted)", origin(cfg.Migration.LegacySignin.URL), cfg.Migration.LegacySignin.SecretEnv)
 }
 
 // checkDatabase reads the database as serve would find it, without

@@ -45,6 +45,9 @@ type stack struct {
 	// on each reload.
 	getenv func(string) string
 	idpm   *idp.Metrics
+	// legacy carries lazy migration's calls (migration.legacy_signin),
+	// whichever generation makes them.
+	legacy http.RoundTripper
 	// idps is the identity providers in force (full mode; empty in
 	// verifier mode), swapped with the generation under mu.
 	idps *idp.Set
@@ -85,6 +88,7 @@ func buildStack(ctx context.Context, cfg config.Config, secret config.Secret, db
 			MaxConnsPerClient: clientShare(cfg.Proxy),
 		}),
 		getenv: getenv, idpm: idp.NewMetrics(reg),
+		legacy: http.DefaultTransport.(*http.Transport).Clone(),
 	}
 	// Identity providers read nothing here: discovery and keys come in
 	// the background, so a provider that is down delays no start.
@@ -171,6 +175,9 @@ func buildStack(ctx context.Context, cfg config.Config, secret config.Secret, db
 	if err != nil {
 		return nil, err
 	}
+	if u := cfg.Migration.LegacySignin.URL; u != "" && !cfg.Verifier() {
+		log.Info("lazy migration on: a sign-in for an address the sidecar does not know asks the legacy application", "legacy_origin", origin(u))
+	}
 	st.current.Store(g)
 	st.handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		st.current.Load().handler.ServeHTTP(w, r)
@@ -208,11 +215,16 @@ func (st *stack) build(cfg config.Config, ver *verification, idps *idp.Set) (*ge
 			sessions, cookieNames = sr, []string{sr.CookieName()}
 		}
 	} else {
+		lg, err := legacySignIn(cfg, st.getenv, st.legacy)
+		if err != nil {
+			return nil, err
+		}
 		iss, err := st.issuer.Reload(issuer.ReloadOptions{
 			TrustedOrigins: cfg.Auth.TrustedOrigins,
 			Limits:         issuerLimits(cfg.Limits),
 			ClientIP:       proxy.ClientIP(trusted),
 			Providers:      idps.Providers(),
+			Legacy:         lg,
 		})
 		if err != nil {
 			return nil, err

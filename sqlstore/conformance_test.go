@@ -37,6 +37,8 @@ var conformanceCases = []struct {
 	{"CreateUser", testCreateUser},
 	{"CreateUserAtomic", testCreateUserAtomic},
 	{"CreateUserConcurrentReplicas", testCreateUserConcurrentReplicas},
+	{"CreateMigratedUser", testCreateMigratedUser},
+	{"CreateMigratedUserConcurrent", testCreateMigratedUserConcurrent},
 	{"UserFieldsRoundTrip", testUserFieldsRoundTrip},
 	{"Passwords", testPasswords},
 	{"CreateSessionRehashed", testCreateSessionRehashed},

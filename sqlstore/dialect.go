@@ -53,6 +53,9 @@ type dialect struct {
 	// "user".email, and no other: a duplicate id (a broken db copy) must
 	// not read as "email already registered".
 	emailTaken func(error) bool
+	// userIDTaken reports an insert refused by "user"'s primary key: a
+	// user id given from outside (lazy migration) that exists.
+	userIDTaken func(error) bool
 	// accountTaken reports an insert refused by the UNIQUE constraint on
 	// account (provider_id, account_id): the provider identity is linked.
 	accountTaken func(error) bool
@@ -79,6 +82,9 @@ var sqliteDialect = &dialect{
 	emailTaken: func(err error) bool {
 		return err != nil && strings.Contains(err.Error(), "UNIQUE constraint failed: user.email")
 	},
+	userIDTaken: func(err error) bool {
+		return err != nil && strings.Contains(err.Error(), "UNIQUE constraint failed: user.id")
+	},
 	accountTaken: func(err error) bool {
 		return err != nil && strings.Contains(err.Error(), "UNIQUE constraint failed: account.provider_id, account.account_id")
 	},
@@ -103,6 +109,10 @@ var postgresDialect = &dialect{
 	emailTaken: func(err error) bool {
 		var pe *pgconn.PgError
 		return errors.As(err, &pe) && pe.Code == "23505" && pe.ConstraintName == "user_email_key"
+	},
+	userIDTaken: func(err error) bool {
+		var pe *pgconn.PgError
+		return errors.As(err, &pe) && pe.Code == "23505" && pe.ConstraintName == "user_pkey"
 	},
 	accountTaken: func(err error) bool {
 		var pe *pgconn.PgError

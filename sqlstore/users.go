@@ -19,13 +19,8 @@ func (db *DB) CreateUser(ctx context.Context, u issuer.User, passwordHash string
 		if err := insertUser(ctx, t, u); err != nil {
 			return err
 		}
-		// The credential account's id is derived: it is never exposed and a
-		// user has exactly one.
-		_, err := t.exec(ctx,
-			`INSERT INTO account (id, account_id, provider_id, user_id, password, created_at, updated_at) VALUES (?, ?, 'credential', ?, ?, ?, ?)`,
-			"cred_"+u.ID, u.ID, u.ID, passwordHash, ms(u.CreatedAt), ms(u.UpdatedAt))
-		if err != nil {
-			return fmt.Errorf("insert account: %w", err)
+		if err := insertCredential(ctx, t, u, passwordHash); err != nil {
+			return err
 		}
 		if s.Token == "" {
 			return nil
@@ -34,13 +29,29 @@ func (db *DB) CreateUser(ctx context.Context, u issuer.User, passwordHash string
 	})
 }
 
-// insertUser inserts u; a taken email is issuer.ErrEmailTaken.
+// insertCredential inserts u's password account. Its id is derived: it
+// is never exposed and a user has exactly one.
+func insertCredential(ctx context.Context, t tx, u issuer.User, passwordHash string) error {
+	_, err := t.exec(ctx,
+		`INSERT INTO account (id, account_id, provider_id, user_id, password, created_at, updated_at) VALUES (?, ?, 'credential', ?, ?, ?, ?)`,
+		"cred_"+u.ID, u.ID, u.ID, passwordHash, ms(u.CreatedAt), ms(u.UpdatedAt))
+	if err != nil {
+		return fmt.Errorf("insert account: %w", err)
+	}
+	return nil
+}
+
+// insertUser inserts u; a taken email is issuer.ErrEmailTaken, a taken
+// id issuer.ErrUserIDTaken.
 func insertUser(ctx context.Context, t tx, u issuer.User) error {
 	_, err := t.exec(ctx,
 		`INSERT INTO "user" (id, name, email, email_verified, image, created_at, updated_at, banned, ban_reason, ban_expires, email_unclaimed) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		u.ID, u.Name, u.Email, u.EmailVerified, u.Image, ms(u.CreatedAt), ms(u.UpdatedAt), u.Ban.Banned, nullString(u.Ban.Reason), nullMS(u.Ban.Expires), u.EmailUnclaimed)
-	if t.db.dl.emailTaken(err) {
+	switch {
+	case t.db.dl.emailTaken(err):
 		return issuer.ErrEmailTaken
+	case t.db.dl.userIDTaken(err):
+		return fmt.Errorf("insert user %s: %w", u.ID, issuer.ErrUserIDTaken)
 	}
 	if err != nil {
 		return fmt.Errorf("insert user %s: %w", u.ID, err)
