@@ -19,3 +19,15 @@ func SlowRevocationCommitsForTest(pause func(), unlocked bool) (restore func()) 
 	testHooks.afterInsert, testHooks.noLock = pause, unlocked
 	return func() { testHooks.afterInsert, testHooks.noLock = nil, false }
 }
+
+// RaceImportForTest makes every ImportUsers batch run query, in its
+// transaction, after it looked its users up and before it writes them: a
+// user written in between, as by a sign-up while the sidecar serves.
+// Not safe while a store is in use.
+func RaceImportForTest(query string, args ...any) (restore func()) {
+	importHooks.afterLookup = func(ctx context.Context, t tx) error {
+		_, err := t.exec(ctx, query, args...)
+		return err
+	}
+	return func() { importHooks.afterLookup = nil }
+}
