@@ -9,6 +9,7 @@ import (
 	"os"
 
 	"github.com/authsidecar/authsidecar/internal/importgen"
+	"github.com/authsidecar/authsidecar/passhash"
 )
 
 // runUsersFile is "authsidecar-bench users-file -lines N -o FILE": the
@@ -28,7 +29,7 @@ func runUsersFile(_ context.Context, args []string, stdout, stderr io.Writer) er
 	if flags.NArg() > 0 || *lines < 1 || *out == "" {
 		return fmt.Errorf("%w: users-file -lines N -o FILE.jsonl|FILE.csv", errUsage)
 	}
-	vs, err := importgen.LoadVectors(*vectors, *weak)
+	vs, err := importgen.LoadVectors(*vectors, func(f string) bool { return *weak || !passhash.Format(f).Weak() })
 	if err != nil {
 		return err
 	}
