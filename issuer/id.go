@@ -3,6 +3,7 @@ package issuer
 import (
 	"crypto/rand"
 	"fmt"
+	"io"
 )
 
 const idAlphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
@@ -10,12 +11,14 @@ const idAlphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz01234567
 // newID returns 32 characters drawn uniformly from [A-Za-z0-9] with
 // crypto/rand, the shape Better Auth uses for ids and session tokens
 // (~190 bits). Bytes >= 248 are rejected so the modulo is unbiased.
-func newID() (string, error) {
+func newID() (string, error) { return newIDFrom(rand.Reader) }
+
+func newIDFrom(r io.Reader) (string, error) {
 	const n = 32
 	out := make([]byte, 0, n)
 	buf := make([]byte, 48)
 	for len(out) < n {
-		if _, err := rand.Read(buf); err != nil {
+		if _, err := io.ReadFull(r, buf); err != nil {
 			return "", fmt.Errorf("random id: %w", err)
 		}
 		for _, b := range buf {
@@ -34,17 +37,13 @@ func newID() (string, error) {
 // UserIDRule says which ids ValidUserID accepts, for messages.
 const UserIDRule = "1 to 128 bytes of A-Z, a-z, 0-9 and . _ : @ -"
 
-// maxUserIDBytes bounds a user id given from outside: it is every JWT's
-// sub and every forwarded request's identity header.
-const maxUserIDBytes = 128
-
 // ValidUserID reports whether id may be a user id that comes from
 // outside the sidecar (an imported user, a legacy application's answer
 // at a lazy migration): 1 to 128 bytes of [A-Za-z0-9._:@-]. Integers,
 // UUIDs, ObjectIds and the sidecar's own ids (newID) are all such ids;
 // nothing in one needs escaping in a header, a log line or a URL path.
 func ValidUserID(id string) bool {
-	if id == "" || len(id) > maxUserIDBytes {
+	if id == "" || len(id) > MaxUserIDBytes {
 		return false
 	}
 	for i := 0; i < len(id); i++ {

@@ -87,7 +87,7 @@ func (iss *Issuer) signUp(w http.ResponseWriter, r *http.Request) *apiError {
 
 func (iss *Issuer) newUser(name, email string, hasImage bool, image string) (User, error) {
 	now := iss.now().UTC().Truncate(timeUnit)
-	id, err := newID()
+	id, err := NewUserID()
 	if err != nil {
 		return User{}, err
 	}

@@ -109,6 +109,12 @@ var conformanceCases = []struct {
 	{"ExportImportRoundTrip", testExportImportRoundTrip},
 	{"ImportRefusesNonEmpty", testImportRefusesNonEmpty},
 	{"ImportIsAllOrNothing", testImportIsAllOrNothing},
+
+	{"ImportUsersConflicts", testImportUsersConflicts},
+	{"ImportUsersDryRun", testImportUsersDryRun},
+	{"ImportUsersRaced", testImportUsersRaced},
+	{"ImportUsersWhileServing", testImportUsersWhileServing},
+	{"ImportUsersAtScale", testImportUsersAtScale},
 }
 
 func TestConformance(t *testing.T) {

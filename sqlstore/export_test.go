@@ -57,3 +57,15 @@ func (db *DB) InsertSessionsForTest(ctx context.Context, userID, prefix string, 
 // SetGateForTest makes every run of s call gate between two batches:
 // a test holds a run there, and lets it go on.
 func (s *Sweeper) SetGateForTest(gate func(context.Context) error) { s.gate = gate }
+
+// RaceImportForTest makes every ImportUsers batch run query, in its
+// transaction, after it looked its users up and before it writes them: a
+// user written in between, as by a sign-up while the sidecar serves.
+// Not safe while a store is in use.
+func RaceImportForTest(query string, args ...any) (restore func()) {
+	importHooks.afterLookup = func(ctx context.Context, t tx) error {
+		_, err := t.exec(ctx, query, args...)
+		return err
+	}
+	return func() { importHooks.afterLookup = nil }
+}

@@ -14,6 +14,7 @@
 //
 //	go run ./cmd/authsidecar-bench [-duration 4s] [-runs 3] [-connections 32] [-scenarios a,b,...] [-smoke] [-json FILE] [-db PATH] [-database-url URL]
 //	go run ./cmd/authsidecar-bench seed -users N -db PATH
+//	go run ./cmd/authsidecar-bench users-file -lines N -o FILE.jsonl|FILE.csv
 //
 // "upstream", "bare" and "floor" are hidden modes: the benchmark runs its
 // own binary in them as the upstream, the baseline proxy, and the baseline
@@ -67,6 +68,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return runFloor(ctx, args[1:], stdout, stderr)
 		case "seed":
 			return runSeed(ctx, args[1:], stdout, stderr)
+		case "users-file":
+			return runUsersFile(ctx, args[1:], stdout, stderr)
 		}
 	}
 	o, err := parseBenchFlags(args, stderr)

@@ -135,6 +135,10 @@ func TestAdminGrammar(t *testing.T) {
 		{"unknown flag", []string{"keys", "list", "-nope"}, "flag provided but not defined"},
 		{"role with capitals", []string{"roles", "grant", "ann@example.com", "Admin"}, "role Admin: want [a-z0-9_-]+"},
 		{"role with a space", []string{"roles", "revoke", "ann@example.com", "a b"}, "want [a-z0-9_-]+"},
+		{"import without FILE", []string{"users", "import"}, "users import takes FILE, got 0 arguments"},
+		{"import with a bad conflict mode", []string{"users", "import", "-on-conflict", "merge", "u.jsonl"}, "-on-conflict merge: want fail, skip or update"},
+		{"import from stdin without a format", []string{"users", "import", "-"}, "stdin has no file extension: give -format jsonl or -format csv"},
+		{"import of an unknown extension", []string{"users", "import", "users.json"}, "users.json: the extension says neither JSON Lines (.jsonl, .ndjson) nor CSV (.csv): give -format"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -52,6 +52,8 @@ type cliEnv struct {
 	configSet bool
 	// ban holds "users ban"'s flags.
 	ban banFlags
+	// imp holds "users import"'s flags.
+	imp importFlags
 	// online: check contacts the identity providers (-online).
 	online bool
 }
@@ -83,7 +85,7 @@ var commands = []command{
 			detail: "Admin routes read user_role on every request: it takes effect on the next one."},
 		{name: "list", args: "[EMAIL]", maxArgs: 1, summary: "list granted roles, of every user or of EMAIL", run: cmdRolesList},
 	}},
-	{name: "users", summary: "list, delete, revoke and ban users, set a password, make a reset link", subs: []command{
+	{name: "users", summary: "list, delete, revoke and ban users, set a password, make a reset link, import users", subs: []command{
 		{name: "list", summary: "list users: id, email, name, created, live sessions", run: cmdUsersList},
 		{name: "delete", args: "EMAIL", minArgs: 1, maxArgs: 1, summary: "delete the user EMAIL with its sessions, roles and password", run: cmdUsersDelete,
 			detail: "Every JWT issued to the user is revoked in the same transaction: running sidecars refuse\nit within revocation.poll_interval, verifiers within their feed's bound."},
@@ -96,6 +98,15 @@ var commands = []command{
 		{name: "unban", args: "EMAIL", minArgs: 1, maxArgs: 1, summary: "lift the ban of EMAIL; what the ban revoked stays revoked", run: cmdUsersUnban},
 		{name: "reset-link", args: "EMAIL", minArgs: 1, maxArgs: 1, summary: "print a single-use password-reset link for EMAIL (nothing is mailed)", run: cmdUsersResetLink,
 			detail: "The link opens the sidecar's reset page (or auth.reset_page_url) and works once, until\nauth.reset_token_ttl; it replaces the user's older reset links. Works whatever\nemail.delivery says. Only the link's hash is stored."},
+		{name: "import", args: "FILE", minArgs: 1, maxArgs: 1, summary: "import users from a JSON Lines or CSV FILE (- for stdin) with their ids, password hashes and roles", run: cmdUsersImport, flags: defineImportFlags,
+			detail: "Fields: id, email (required), name, email_verified, image, created_at (RFC 3339 or Unix ms),\n" +
+				"password_hash (bcrypt, argon2, scrypt, PBKDF2, phpass...: docs/migration.md), roles (a list;\n" +
+				"in CSV \"admin;ops\"). A given id is kept as the user id (the JWT's sub, X-User-Id): 1 to 128\n" +
+				"bytes of [A-Za-z0-9._:@-]; a line without one gets a generated id. Every refused line is\n" +
+				"printed with its number and reason, and nothing of it is written. Batches of 10,000 lines are\n" +
+				"written one transaction each: after an interruption, run it again with -on-conflict skip.\n" +
+				"SQLite: stop the sidecar first (-dry-run may run beside it); PostgreSQL: import while it serves.\n" +
+				"Example: authsidecar users import -dry-run users.jsonl && authsidecar users import users.jsonl"},
 	}},
 	{name: "outbox", summary: "show and re-queue password-reset and verification mails", subs: []command{
 		{name: "list", args: "[pending|delivered|dead]", maxArgs: 1, summary: "list queued, delivered and dead messages (never their content)", run: cmdOutboxList},
