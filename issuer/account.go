@@ -250,15 +250,9 @@ func (iss *Issuer) queueChangeEmail(ctx context.Context, u User, email string, l
 	return nil
 }
 
-// addressTaken reports whether a user claims email: one with a password,
-// or (when the store keeps provider accounts) any.
+// addressTaken reports whether a user claims email.
 func (iss *Issuer) addressTaken(ctx context.Context, email string) (bool, error) {
-	var err error
-	if iss.social.accounts != nil {
-		_, err = iss.social.accounts.UserByEmail(ctx, email)
-	} else {
-		_, _, err = iss.store.CredentialByEmail(ctx, email)
-	}
+	_, err := claimant(ctx, iss.store, email)
 	switch {
 	case err == nil:
 		return true, nil

@@ -444,3 +444,28 @@ func metricSum(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	}
 	return sum
 }
+
+// TestResetGivesAPassword: a user without a password (one who only ever
+// signed in with an identity provider) sets one through "Forgot
+// password?", as docs/identity-providers.md tells such a user to before
+// changing the address; the reset creates the credential, and the
+// provider account stays (the address was proven already).
+func TestResetGivesAPassword(t *testing.T) {
+	ie := newIntegrityEnv(t, nil)
+	ie.si.Google = oidctest.GoogleUser{Sub: "g-ann", Email: "ann@example.com", EmailVerified: true}
+	g := ie.browser(t)
+	location(t, g.flow("google", oidctest.User{}, nil))
+	id := g.user()["id"]
+	tok := ie.resetToken(ie.rec, "ann@example.com", "")
+	if r := ie.postJSON("/api/auth/reset-password", map[string]any{"newPassword": annPW, "token": tok}); r.status != 200 {
+		t.Fatalf("reset: got %d %s", r.status, r.body)
+	}
+	b := ie.browser(t)
+	b.signIn("ann@example.com", annPW)
+	if u := b.user(); u["id"] != id {
+		t.Errorf("password sign-in after the reset: %v, want user %v", u, id)
+	}
+	if n := ie.count("account"); n != 2 {
+		t.Errorf("accounts: got %d, want google's and the new password's", n)
+	}
+}

@@ -122,7 +122,7 @@ func ResetLink(ctx context.Context, store Store, baseURL, email string, ttl time
 	if err != nil || base.Host == "" {
 		return "", time.Time{}, fmt.Errorf("base URL %q is not an absolute URL", baseURL)
 	}
-	u, _, err := store.CredentialByEmail(ctx, strings.ToLower(email))
+	u, err := claimant(ctx, store, strings.ToLower(email))
 	if err != nil {
 		return "", time.Time{}, err
 	}
@@ -136,4 +136,19 @@ func ResetLink(ctx context.Context, store Store, baseURL, email string, ttl time
 		return "", time.Time{}, err
 	}
 	return resetURL(base.Scheme+"://"+base.Host, "", tok), t.ExpiresAt, nil
+}
+
+// claimant is the user who claims email (lower case), whether or not it
+// has a password: a user who only ever signed in with an identity
+// provider, or was imported without a hash, sets one by a reset (the
+// reset creates the credential). An unclaimed address has none
+// (User.EmailUnclaimed). ErrNotFound when nobody claims it.
+func claimant(ctx context.Context, store Store, email string) (User, error) {
+	if s, ok := store.(interface {
+		UserByEmail(ctx context.Context, email string) (User, error)
+	}); ok {
+		return s.UserByEmail(ctx, email)
+	}
+	u, _, err := store.CredentialByEmail(ctx, email)
+	return u, err
 }

@@ -20,7 +20,7 @@ func (iss *Issuer) requestPasswordReset(w http.ResponseWriter, r *http.Request) 
 		return apiErr
 	}
 	if !iss.rec.intake.run(r.Context(), func(ctx context.Context) {
-		u, _, err := iss.store.CredentialByEmail(ctx, email)
+		u, err := claimant(ctx, iss.store, email)
 		if errors.Is(err, ErrNotFound) {
 			// Spend the per-address budget all the same: a limit that
 			// only counted known addresses would tell them apart.
