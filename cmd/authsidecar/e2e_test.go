@@ -325,7 +325,7 @@ func TestBetterAuthClient(t *testing.T) {
 					"PASS the JWT's sid is its session's id, never its token",
 					"PASS revokeSession: the revoked JWT is refused (401)",
 					"PASS revokeSession: the other JWT still works",
-					"PASS changeEmail of an unverified address: changed at once",
+					"PASS changeEmail of an unverified address: unchanged until the link",
 					"PASS revokeOtherSessions: the revoked JWT is refused (401)",
 					"PASS changePassword (the caller's older JWT too): the revoked JWT is refused (401)",
 					"PASS changePassword (a JWT minted after it): the other JWT still works",

@@ -108,8 +108,12 @@ func TestAccountTakeoverBinary(t *testing.T) {
 		// Mallory's provider sign-in: her link went with the reset.
 		m2 := newAgent(t, base)
 		m2.notVictim(t, m2.social("corp", corp, malIdP), malID)
-		if !strings.Contains(log(), `"msg":"provider accounts linked before the address was proven were removed"`) {
-			t.Error("no log line for the removed link")
+		// The log is written in batches: wait for the line.
+		for deadline := time.Now().Add(15 * time.Second); !strings.Contains(log(), `"msg":"provider accounts linked before the address was proven were removed"`); time.Sleep(50 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Error("no log line for the removed link within 15s")
+				break
+			}
 		}
 		if v, _, _ := metricValue(t, p.metrics, "authsidecar_provider_accounts_unlinked_total", map[string]string{"cause": "password_reset"}); v != 1 {
 			t.Errorf("authsidecar_provider_accounts_unlinked_total{cause=password_reset}: got %v, want 1", v)

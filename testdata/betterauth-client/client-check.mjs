@@ -24,9 +24,10 @@
 //                BASE_URL/api/tasks): with it, each revocation is checked where it
 //                matters, the revoked JWT refused (401) and the others not. Unset: the
 //                revocation checks are skipped (Better Auth has no such route).
-//   CHANGE_EMAIL what change-email does to an unverified address: "immediate"
-//                (default: authsidecar) or "mail" (Better Auth without
-//                updateEmailWithoutVerification: only a link is mailed)
+//   CHANGE_EMAIL what change-email does to an unverified address: "mail"
+//                (default: authsidecar with mail on, and Better Auth without
+//                updateEmailWithoutVerification: only a link is mailed) or
+//                "immediate" (Better Auth with updateEmailWithoutVerification)
 //   DELETE_USER  "allowed" (the server enables delete-user) or unset (it answers 404)
 //   VERIFY_SIGNS_IN whether a verification link signs in a browser without a
 //                session: "yes" (default: Better Auth's autoSignInAfterVerification,
@@ -498,7 +499,7 @@ async function recovery(stamp, password) {
 
 const ACCOUNT_CHECKS = process.env.ACCOUNT_CHECKS === "1";
 const BUSINESS_URL = process.env.BUSINESS_URL ?? "";
-const CHANGE_EMAIL = process.env.CHANGE_EMAIL || "immediate";
+const CHANGE_EMAIL = process.env.CHANGE_EMAIL || "mail";
 const DELETE_USER = process.env.DELETE_USER === "allowed";
 
 // jarJWT is get-session's JWT for the jar's session.
