@@ -30,6 +30,10 @@ type BetterAuthCookie struct {
 	Secret []byte
 }
 
+// ErrBetterAuthSecret: a private key of Better Auth's does not open with
+// the secret given as BETTER_AUTH_SECRET.
+var ErrBetterAuthSecret = errors.New("its private key does not open with BETTER_AUTH_SECRET: is it the secret Better Auth ran with?")
+
 func (b BetterAuthCookie) enabled() bool { return b.Name != "" && len(b.Secret) > 0 }
 
 // betterAuthOpen is Better Auth's symmetricDecrypt for a plain string
@@ -70,7 +74,7 @@ func ReencryptKey(rec KeyRecord, from, to []byte) (KeyRecord, error) {
 		}
 	} else if priv, err = openPrivateKey(from, rec.PrivateKey, pub); err != nil {
 		if errors.Is(err, ErrKeyUndecryptable) {
-			err = errors.New("its private key does not open with BETTER_AUTH_SECRET: is it the secret Better Auth ran with?")
+			err = ErrBetterAuthSecret
 		}
 		return rec, fmt.Errorf("key %s: %w", rec.ID, err)
 	}
