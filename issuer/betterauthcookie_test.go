@@ -20,9 +20,9 @@ const (
 )
 
 // baSession signs a user up and gives it a session with Better Auth's
-// token, as "db import-better-auth" carries one over; it returns the
-// user's id.
-func baSession(t *testing.T, e *env) string {
+// token, as "db import-better-auth" carries one over, last extended age
+// ago (a day or more: get-session extends it); it returns the user's id.
+func baSession(t *testing.T, e *env, age ...time.Duration) string {
 	t.Helper()
 	r := e.postJSON("/api/auth/sign-up/email", map[string]any{"name": "Ann", "email": "ann@example.com", "password": "correct-horse-battery"})
 	if r.status != http.StatusOK {
@@ -30,9 +30,13 @@ func baSession(t *testing.T, e *env) string {
 	}
 	u := r.json(t)["user"].(map[string]any)
 	now := e.clock.Now().UTC().Truncate(time.Millisecond)
+	updated := now.Add(-time.Hour)
+	if len(age) > 0 {
+		updated = now.Add(-age[0])
+	}
 	err := e.db.CreateSession(context.Background(), issuer.Session{
 		ID: "ba-session", Token: baSessionToken, UserID: u["id"].(string),
-		ExpiresAt: now.Add(6 * 24 * time.Hour), CreatedAt: now.Add(-time.Hour), UpdatedAt: now.Add(-time.Hour), Remember: true,
+		ExpiresAt: updated.Add(7 * 24 * time.Hour), CreatedAt: updated, UpdatedAt: updated, Remember: true,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -49,24 +53,27 @@ func TestBetterAuthCookieSignedIn(t *testing.T) {
 	tests := []struct {
 		name    string
 		opts    func(*issuer.Options)
-		cookie  string // sent, besides nothing else
+		age     time.Duration // since the session was last extended
+		cookie  string        // sent, besides nothing else
 		signed  bool
 		ours    string // the sidecar's cookie name set in exchange
 		expired string // the cookie expired in exchange; "" none
 	}{
 		{"accepted", func(o *issuer.Options) { o.BetterAuthCookie = accept },
-			"better-auth.session_token=" + baCookieValue, true, "auth.session_token", "better-auth.session_token"},
-		{"not configured", nil, "better-auth.session_token=" + baCookieValue, false, "", ""},
+			time.Hour, "better-auth.session_token=" + baCookieValue, true, "auth.session_token", "better-auth.session_token"},
+		{"accepted and extended", func(o *issuer.Options) { o.BetterAuthCookie = accept },
+			25 * time.Hour, "better-auth.session_token=" + baCookieValue, true, "auth.session_token", "better-auth.session_token"},
+		{"not configured", nil, time.Hour, "better-auth.session_token=" + baCookieValue, false, "", ""},
 		{"another secret", func(o *issuer.Options) {
 			o.BetterAuthCookie = issuer.BetterAuthCookie{Name: accept.Name, Secret: []byte(baSecret + "x")}
-		}, "better-auth.session_token=" + baCookieValue, false, "", ""},
+		}, time.Hour, "better-auth.session_token=" + baCookieValue, false, "", ""},
 		{"another name", func(o *issuer.Options) { o.BetterAuthCookie = accept },
-			"app.session_token=" + baCookieValue, false, "", ""},
+			time.Hour, "app.session_token=" + baCookieValue, false, "", ""},
 		{"under our name, signed by Better Auth", func(o *issuer.Options) { o.BetterAuthCookie = accept },
-			"auth.session_token=" + baCookieValue, false, "", ""},
+			time.Hour, "auth.session_token=" + baCookieValue, false, "", ""},
 		{"one name for both", func(o *issuer.Options) {
 			o.BetterAuthCookie, o.CookieName = accept, accept.Name
-		}, "better-auth.session_token=" + baCookieValue, true, "better-auth.session_token", ""},
+		}, time.Hour, "better-auth.session_token=" + baCookieValue, true, "better-auth.session_token", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -75,7 +82,7 @@ func TestBetterAuthCookieSignedIn(t *testing.T) {
 				mutate = append(mutate, tt.opts)
 			}
 			e := newEnv(t, mutate...)
-			id := baSession(t, e)
+			id := baSession(t, e, tt.age)
 			r := e.getSession(tt.cookie)
 			if !tt.signed {
 				if r.status != 200 || string(r.body) != "null" || r.header.Get("Set-Auth-Jwt") != "" {
@@ -92,6 +99,15 @@ func TestBetterAuthCookieSignedIn(t *testing.T) {
 			ours := r.cookie(tt.ours)
 			if ours == nil || ours.MaxAge <= 0 || ours.Value == baCookieValue {
 				t.Fatalf("get-session set %v, want a new %s", ours, tt.ours)
+			}
+			n := 0
+			for _, c := range (&http.Response{Header: r.header}).Cookies() {
+				if c.Name == tt.ours {
+					n++
+				}
+			}
+			if n != 1 {
+				t.Errorf("get-session set %s %d times, want once: %q", tt.ours, n, r.header["Set-Cookie"])
 			}
 			if tt.expired != "" {
 				if c := r.cookie(tt.expired); c == nil || c.MaxAge >= 0 {
