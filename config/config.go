@@ -172,6 +172,19 @@ type Auth struct {
 	// /api/auth/reset-password-page. Relative, or on base_url's origin or
 	// a trusted origin.
 	ResetPageURL string `yaml:"reset_page_url"`
+	// BetterAuthSecretEnv names the environment variable holding the
+	// BETTER_AUTH_SECRET of a Better Auth application whose database was
+	// imported ("db import-better-auth"): its session cookies, signed with
+	// that secret, keep their browsers signed in, and get-session gives
+	// them the sidecar's cookie instead. The import reads it too, to open
+	// Better Auth's signing keys. Default empty: no Better Auth cookie is
+	// accepted. Remove it once the imported sessions have expired.
+	BetterAuthSecretEnv string `yaml:"better_auth_secret_env"`
+	// BetterAuthCookie is the Better Auth application's session cookie
+	// name, without "__Secure-" (added on an https base_url, as Better
+	// Auth adds it): "<cookiePrefix>.session_token". Default
+	// "better-auth.session_token". Read only with BetterAuthSecretEnv.
+	BetterAuthCookie string `yaml:"better_auth_cookie"`
 }
 
 // Keys configures the in-memory cache of public signing keys (JWKS).

@@ -28,6 +28,7 @@ func Default() Config {
 			VerificationTokenTTL:          Duration(24 * time.Hour),
 			RevokeSessionsOnPasswordReset: true,
 			RevokeJWTOnSignOut:            true,
+			BetterAuthCookie:              "better-auth.session_token",
 		},
 		Keys: Keys{
 			MaxAge: Duration(10 * time.Minute), Cooldown: Duration(30 * time.Second), StaleIfError: Duration(time.Hour),

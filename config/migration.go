@@ -87,3 +87,21 @@ func (c Config) LoadLegacySecret(getenv func(string) string) (Secret, error) {
 	}
 	return NewSecret(v), nil
 }
+
+// LoadBetterAuthSecret reads the BETTER_AUTH_SECRET of an imported Better
+// Auth application from the environment variable
+// Auth.BetterAuthSecretEnv names, through getenv. With no name it
+// returns the empty Secret: no Better Auth cookie is accepted. Its length
+// is not checked: it is the secret Better Auth ran with, whatever it was,
+// and it only ever verifies. Messages never hold the value.
+func (c Config) LoadBetterAuthSecret(getenv func(string) string) (Secret, error) {
+	name := c.Auth.BetterAuthSecretEnv
+	if name == "" {
+		return Secret{}, nil
+	}
+	v := getenv(name)
+	if v == "" {
+		return Secret{}, fmt.Errorf("auth.better_auth_secret_env: $%s is not set: export the BETTER_AUTH_SECRET the Better Auth application ran with, or remove the key once its sessions have expired", name)
+	}
+	return NewSecret(v), nil
+}

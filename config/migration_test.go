@@ -1,6 +1,7 @@
 package config
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -90,5 +91,44 @@ func TestMigrationReloadable(t *testing.T) {
 	}
 	if keys := RestartKeys(next, old); len(keys) != 0 {
 		t.Errorf("off: got restart keys %v, want none", keys)
+	}
+}
+
+// TestLoadBetterAuthSecret: Better Auth's secret is read only when
+// auth.better_auth_secret_env names it, must then be set, and no message
+// shows it; the keys are restart keys (the cookies accepted are shaped at
+// start).
+func TestLoadBetterAuthSecret(t *testing.T) {
+	tests := []struct {
+		name, env, value string
+		want             string // the secret, or the error
+	}{
+		{"off", "", "ignored", ""},
+		{"set", "BETTER_AUTH_SECRET", "short-is-fine", "short-is-fine"},
+		{"unset", "BETTER_AUTH_SECRET", "", "auth.better_auth_secret_env: $BETTER_AUTH_SECRET is not set: export the BETTER_AUTH_SECRET the Better Auth application ran with, or remove the key once its sessions have expired"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := Default()
+			c.Auth.BetterAuthSecretEnv = tt.env
+			s, err := c.LoadBetterAuthSecret(func(k string) string {
+				if k == "BETTER_AUTH_SECRET" || tt.env == "" {
+					return tt.value
+				}
+				return ""
+			})
+			got := string(s.Bytes())
+			if err != nil {
+				got = err.Error()
+			}
+			if got != tt.want {
+				t.Errorf("got %q, want %q", got, tt.want)
+			}
+		})
+	}
+	old, next := Default(), Default()
+	next.Auth.BetterAuthSecretEnv, next.Auth.BetterAuthCookie = "BETTER_AUTH_SECRET", "app.session_token"
+	if keys := RestartKeys(old, next); !reflect.DeepEqual(keys, []string{"auth.better_auth_secret_env", "auth.better_auth_cookie"}) {
+		t.Errorf("restart keys: got %v", keys)
 	}
 }

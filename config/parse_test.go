@@ -194,6 +194,10 @@ var badFiles = map[string]string{
 		`bad-legacy-signin.yaml:6: migration.legacy_signin.timeout: must be between 100ms and 4s (a sign-in is answered within 5s), got 10s`,
 	}, "\n"),
 	"bad-legacy-signin-verifier.yaml": `bad-legacy-signin-verifier.yaml:6: migration.legacy_signin.url: is only for mode full: a verifier serves no /api/auth/*`,
+	"bad-better-auth.yaml": strings.Join([]string{
+		`bad-better-auth.yaml:2: auth.better_auth_secret_env: must be an environment variable name like AUTH_SECRET, got "better-auth-secret"`,
+		`bad-better-auth.yaml:3: auth.better_auth_cookie: "__Secure-better-auth.session_token" must not start with "__Secure-": the "__Secure-" prefix is added automatically when base_url is https`,
+	}, "\n"),
 
 	"bad-several.yaml": strings.Join([]string{
 		`bad-several.yaml:2: listen: "localhost" is not host:port (e.g. 127.0.0.1:8080): missing port in address`,

@@ -188,6 +188,10 @@ func (p *problems) auth(a Auth, secure bool) {
 	if a.ResetPageURL != "" {
 		p.check("auth.reset_page_url", checkResetPage(a.ResetPageURL))
 	}
+	if a.BetterAuthSecretEnv != "" {
+		p.check("auth.better_auth_secret_env", checkEnvName(a.BetterAuthSecretEnv))
+		p.check("auth.better_auth_cookie", checkCookieName(a.BetterAuthCookie))
+	}
 }
 
 // atLeastSecond: link lifetimes are stored in milliseconds but meant in

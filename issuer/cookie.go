@@ -56,18 +56,62 @@ type cookies struct {
 	name     string
 	secure   bool
 	sameSite http.SameSite
+	// ba is a Better Auth application's session cookie, accepted after
+	// ours (BetterAuthCookie): its name as sent, empty when none is, and
+	// the secret that signs it.
+	ba       string
+	baSecret []byte
+}
+
+// withBetterAuth returns c accepting b's cookie too, "__Secure-"
+// prefixed where ours is.
+func (c cookies) withBetterAuth(b BetterAuthCookie, https bool) cookies {
+	if !b.enabled() {
+		return c
+	}
+	c.ba, c.baSecret = b.Name, b.Secret
+	if https {
+		c.ba = "__Secure-" + c.ba
+	}
+	return c
 }
 
 // token returns the session token from the first correctly signed cookie
 // with our name. Several may arrive (a sibling subdomain can set one), and
 // only a signed one can be ours.
 func (c cookies) token(r *http.Request) (string, bool) {
+	t, _, ok := c.tokenFrom(r)
+	return t, ok
+}
+
+// tokenFrom is token, and says whether the token came from Better Auth's
+// cookie (ours, when both are signed, wins): the session it names was
+// imported with Better Auth's database, and get-session moves the
+// browser onto our cookie.
+func (c cookies) tokenFrom(r *http.Request) (token string, betterAuth, ok bool) {
 	for _, ck := range r.CookiesNamed(c.name) {
 		if t, ok := parseCookieValue(c.secret, ck.Value); ok {
-			return t, true
+			return t, false, true
 		}
 	}
-	return "", false
+	if c.ba == "" {
+		return "", false, false
+	}
+	for _, ck := range r.CookiesNamed(c.ba) {
+		if t, ok := parseCookieValue(c.baSecret, ck.Value); ok {
+			return t, true, true
+		}
+	}
+	return "", false, false
+}
+
+// names are the session cookies' names as sent: ours, and Better Auth's
+// when it is accepted under another name.
+func (c cookies) names() []string {
+	if c.ba == "" || c.ba == c.name {
+		return []string{c.name}
+	}
+	return []string{c.name, c.ba}
 }
 
 // set writes the session cookie. maxAge 0 makes a browser-session cookie
@@ -84,10 +128,18 @@ func (c cookies) set(w http.ResponseWriter, token string, maxAge time.Duration) 
 	})
 }
 
-// clear expires the session cookie (Max-Age=0).
+// clear expires the session cookie (Max-Age=0), and Better Auth's too
+// when it is accepted: a signed-out browser holds neither.
 func (c cookies) clear(w http.ResponseWriter) {
+	for _, name := range c.names() {
+		c.expire(w, name)
+	}
+}
+
+// expire expires the cookie name.
+func (c cookies) expire(w http.ResponseWriter, name string) {
 	http.SetCookie(w, &http.Cookie{
-		Name:     c.name,
+		Name:     name,
 		Value:    "",
 		Path:     "/",
 		MaxAge:   -1,

@@ -40,6 +40,11 @@ type Options struct {
 	CookieName string
 	// CookieSameSite is the cookie's SameSite. Zero: Lax. None forces Secure.
 	CookieSameSite http.SameSite
+	// BetterAuthCookie is the session cookie of the Better Auth
+	// application whose database was imported: a browser holding one is
+	// signed in, and get-session gives it this issuer's cookie instead.
+	// Zero: none is accepted.
+	BetterAuthCookie BetterAuthCookie
 	// MinPasswordLength and MaxPasswordLength bound passwords in
 	// characters. Zero: 8 and 128.
 	MinPasswordLength, MaxPasswordLength int
@@ -202,7 +207,7 @@ func New(ctx context.Context, o Options) (*Issuer, error) {
 		updateAge:  o.SessionUpdateAge,
 		minPw:      o.MinPasswordLength,
 		maxPw:      o.MaxPasswordLength,
-		cookies:    cookies{secret: o.Secret, name: name, secure: secure, sameSite: o.CookieSameSite},
+		cookies:    cookies{secret: o.Secret, name: name, secure: secure, sameSite: o.CookieSameSite}.withBetterAuth(o.BetterAuthCookie, base.Scheme == "https"),
 		hasher:     newHasher(o.PasswordCost, hashSlotCount(o.PasswordHashConcurrency)),
 		log:        o.Logger,
 		now:        o.Now,

@@ -83,17 +83,20 @@ func openPrivateKey(secret []byte, stored string, pub ed25519.PublicKey) (ed2551
 	if err != nil {
 		return nil, fmt.Errorf("private key column: not hex: %w", err)
 	}
-	aead, err := chacha20poly1305.NewX(secretKey(secret))
-	if err != nil {
-		return nil, fmt.Errorf("xchacha20: %w", err)
-	}
-	if len(raw) < aead.NonceSize()+aead.Overhead() {
+	if len(raw) < chacha20poly1305.NonceSizeX+chacha20poly1305.Overhead {
 		return nil, errors.New("private key column: too short")
 	}
-	plain, err := aead.Open(nil, raw[:aead.NonceSize()], raw[aead.NonceSize():], nil)
-	if err != nil {
+	plain, ok := betterAuthOpen(secret, s)
+	if !ok {
 		return nil, ErrKeyUndecryptable
 	}
+	return privateFromJWK(plain, pub)
+}
+
+// privateFromJWK reads a private Ed25519 JWK and checks it belongs to
+// pub. A key that does not match its public half is refused: signing
+// with it would mint tokens that never verify.
+func privateFromJWK(plain []byte, pub ed25519.PublicKey) (ed25519.PrivateKey, error) {
 	var jwk privateJWK
 	if err := json.Unmarshal(plain, &jwk); err != nil {
 		return nil, fmt.Errorf("private jwk: %w", err)

@@ -28,6 +28,9 @@ type SessionReaderOptions struct {
 	BaseURL string
 	// CookieName before any prefix. Zero: "auth.session_token".
 	CookieName string
+	// BetterAuthCookie is accepted beside the issuers' cookie, as they
+	// accept it. Zero: none.
+	BetterAuthCookie BetterAuthCookie
 	// Now is the clock. Zero: time.Now.
 	Now func() time.Time
 }
@@ -43,11 +46,13 @@ func NewSessionReader(o SessionReaderOptions) (*SessionReader, error) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
+	https := strings.HasPrefix(o.BaseURL, "https://")
 	name := o.CookieName
-	if strings.HasPrefix(o.BaseURL, "https://") {
+	if https {
 		name = "__Secure-" + name
 	}
-	return &SessionReader{store: o.Store, cookies: cookies{secret: o.Secret, name: name}, now: o.Now}, nil
+	c := cookies{secret: o.Secret, name: name}.withBetterAuth(o.BetterAuthCookie, https)
+	return &SessionReader{store: o.Store, cookies: c, now: o.Now}, nil
 }
 
 // lookup resolves the request's session cookie. found is false for no
@@ -109,6 +114,14 @@ func (iss *Issuer) CookieName() string { return iss.cookies.name }
 // CookieName is the session cookie's name as sent.
 func (sr *SessionReader) CookieName() string { return sr.cookies.name }
 
+// CookieNames are the names of every session cookie accepted, as sent:
+// the issuer's, and a Better Auth application's (BetterAuthCookie). The
+// proxy strips them all from forwarded requests.
+func (iss *Issuer) CookieNames() []string { return iss.cookies.names() }
+
+// CookieNames are the names of every session cookie accepted, as sent.
+func (sr *SessionReader) CookieNames() []string { return sr.cookies.names() }
+
 // getSession returns {session, user} and, on GET and POST, a fresh JWT in
 // the set-auth-jwt header: the second step of the two-step login. HEAD
 // neither extends the session nor issues a JWT.
@@ -136,8 +149,12 @@ func (iss *Issuer) getSession(w http.ResponseWriter, r *http.Request) *apiError 
 		return nil
 	}
 	if !head {
-		if s, err = iss.maybeExtend(r.Context(), w, s); err != nil {
+		extended := false
+		if s, extended, err = iss.maybeExtend(r.Context(), w, s); err != nil {
 			return storeErr(err)
+		}
+		if _, betterAuth, _ := iss.cookies.tokenFrom(r); betterAuth {
+			iss.adoptSession(w, s, extended)
 		}
 		jwt, apiErr := iss.issueJWT(r.Context(), u, s.ID)
 		if apiErr != nil {
@@ -153,19 +170,34 @@ func (iss *Issuer) getSession(w http.ResponseWriter, r *http.Request) *apiError 
 }
 
 // maybeExtend slides a remembered session's expiry once it is older than
-// the update age, as Better Auth does, and re-sets the cookie to match.
-func (iss *Issuer) maybeExtend(ctx context.Context, w http.ResponseWriter, s Session) (Session, error) {
+// the update age, as Better Auth does, and re-sets the cookie to match;
+// extended says it did.
+func (iss *Issuer) maybeExtend(ctx context.Context, w http.ResponseWriter, s Session) (Session, bool, error) {
 	now := iss.now().UTC().Truncate(timeUnit)
 	if !s.Remember || s.ExpiresAt.Add(-iss.sessionTTL).Add(iss.updateAge).After(now) {
-		return s, nil
+		return s, false, nil
 	}
 	exp := now.Add(iss.sessionTTL)
 	if err := iss.store.ExtendSession(ctx, s.ID, exp, now); err != nil {
-		return s, err
+		return s, false, err
 	}
 	s.ExpiresAt, s.UpdatedAt = exp, now
 	iss.setSessionCookie(w, s)
-	return s, nil
+	return s, true, nil
+}
+
+// adoptSession moves a browser signed in with Better Auth's cookie onto
+// ours, for the same session (imported with Better Auth's database):
+// our cookie is set (unless extending set it already) and theirs is
+// expired, so the next request carries ours alone. Where both have one
+// name, ours replaces theirs.
+func (iss *Issuer) adoptSession(w http.ResponseWriter, s Session, cookieSet bool) {
+	if !cookieSet {
+		iss.setSessionCookie(w, s)
+	}
+	if iss.cookies.ba != iss.cookies.name {
+		iss.cookies.expire(w, iss.cookies.ba)
+	}
 }
 
 // issueJWT signs a JWT for u, minted from the session sid, with the

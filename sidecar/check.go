@@ -79,6 +79,7 @@ func Check(ctx context.Context, o CheckOptions, r Reporter) {
 	checkAdminRoutes(r, cfg)
 	checkProviders(ctx, r, cfg, getenv, o.Online)
 	checkLegacy(r, cfg, getenv)
+	checkBetterAuthCookie(r, cfg, getenv)
 	in, dbOK := checkDatabase(ctx, r, cfg, getenv)
 	switch {
 	case cfg.Verifier():
@@ -138,6 +139,19 @@ func checkLegacy(r Reporter, cfg config.Config, getenv func(string) string) {
 		return
 	}
 	r.OK("lazy migration: legacy sign-in at %s, secret from $%s (not contacted)", origin(cfg.Migration.LegacySignin.URL), cfg.Migration.LegacySignin.SecretEnv)
+}
+
+// checkBetterAuthCookie reads Better Auth's secret as serve would, when
+// its cookie is accepted.
+func checkBetterAuthCookie(r Reporter, cfg config.Config, getenv func(string) string) {
+	if cfg.Auth.BetterAuthSecretEnv == "" {
+		return
+	}
+	if _, err := cfg.LoadBetterAuthSecret(getenv); err != nil {
+		r.Fail(err)
+		return
+	}
+	r.OK("Better Auth session cookies %s accepted, signed with $%s", cfg.Auth.BetterAuthCookie, cfg.Auth.BetterAuthSecretEnv)
 }
 
 // checkDatabase reads the database as serve would find it, without

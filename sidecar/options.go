@@ -43,6 +43,17 @@ func IssuerOptions(cfg config.Config, secret config.Secret, store issuer.Store, 
 	}
 }
 
+// betterAuthCookie is the Better Auth session cookie accepted after its
+// database was imported (auth.better_auth_secret_env); the zero value,
+// none, when the key is empty.
+func betterAuthCookie(cfg config.Config, getenv func(string) string) (issuer.BetterAuthCookie, error) {
+	secret, err := cfg.LoadBetterAuthSecret(getenv)
+	if err != nil || len(secret.Bytes()) == 0 {
+		return issuer.BetterAuthCookie{}, err
+	}
+	return issuer.BetterAuthCookie{Name: cfg.Auth.BetterAuthCookie, Secret: secret.Bytes()}, nil
+}
+
 // issuerLimits is config's limits as the issuer takes them, at start and
 // on reload.
 func issuerLimits(l config.Limits) issuer.Limits {

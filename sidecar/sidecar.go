@@ -120,6 +120,9 @@ func New(ctx context.Context, o Options) (_ *Sidecar, err error) {
 	if _, err := cfg.LoadLegacySecret(getenv); err != nil {
 		return nil, err
 	}
+	if _, err := cfg.LoadBetterAuthSecret(getenv); err != nil {
+		return nil, err
+	}
 	reloadToken, err := cfg.LoadReloadToken(getenv)
 	if err != nil {
 		return nil, err

@@ -146,6 +146,9 @@ func buildStack(ctx context.Context, cfg config.Config, secret config.Secret, db
 		ver.revs = st.newFullRevocations(cfg, db)
 		opts := IssuerOptions(cfg, secret, db, log)
 		opts.Registerer = reg
+		if opts.BetterAuthCookie, err = betterAuthCookie(cfg, getenv); err != nil {
+			return nil, err
+		}
 		opts.Providers = st.idps.Providers()
 		if mw != nil {
 			opts.Recovery.Sealer, opts.Recovery.Queued = mw.box, mw.worker.Queued
@@ -174,6 +177,10 @@ func buildStack(ctx context.Context, cfg config.Config, secret config.Secret, db
 	g, err := st.build(cfg, ver, st.idps)
 	if err != nil {
 		return nil, err
+	}
+	if cfg.Auth.BetterAuthSecretEnv != "" {
+		log.Info("accepting Better Auth session cookies signed with the old secret: remove auth.better_auth_secret_env once the imported sessions have expired",
+			"cookie", cfg.Auth.BetterAuthCookie, "secret_env", cfg.Auth.BetterAuthSecretEnv)
 	}
 	if u := cfg.Migration.LegacySignin.URL; u != "" && !cfg.Verifier() {
 		log.Info("lazy migration on: a sign-in for an address the sidecar does not know asks the legacy application", "legacy_origin", origin(u))
@@ -206,13 +213,17 @@ func (st *stack) build(cfg config.Config, ver *verification, idps *idp.Set) (*ge
 			issuer.WriteError(w, http.StatusNotFound, "NOT_FOUND", "Not found: this sidecar only verifies; /api/auth/* is served by the issuer")
 		})
 		if len(cfg.Routes.CookieOnly) > 0 {
+			ba, err := betterAuthCookie(cfg, st.getenv)
+			if err != nil {
+				return nil, err
+			}
 			sr, err := issuer.NewSessionReader(issuer.SessionReaderOptions{
-				Store: st.db, Secret: st.secret.Bytes(), BaseURL: cfg.BaseURL, CookieName: cfg.Auth.CookieName,
+				Store: st.db, Secret: st.secret.Bytes(), BaseURL: cfg.BaseURL, CookieName: cfg.Auth.CookieName, BetterAuthCookie: ba,
 			})
 			if err != nil {
 				return nil, err
 			}
-			sessions, cookieNames = sr, []string{sr.CookieName()}
+			sessions, cookieNames = sr, sr.CookieNames()
 		}
 	} else {
 		lg, err := legacySignIn(cfg, st.getenv, st.legacy)
@@ -236,7 +247,7 @@ func (st *stack) build(cfg config.Config, ver *verification, idps *idp.Set) (*ge
 		// The revocation feed verifiers read, from memory.
 		mux.Handle("GET "+issuer.BasePath+"/revocations", ver.revs.feed)
 		mux.Handle("/", iss)
-		auth, sessions, cookieNames = mux, iss, []string{iss.CookieName()}
+		auth, sessions, cookieNames = mux, iss, iss.CookieNames()
 	}
 	var roles proxy.RoleLookup
 	if st.db != nil {

@@ -125,6 +125,29 @@ func (db *DB) Export(ctx context.Context) (issuer.Snapshot, error) {
 	return snap, nil
 }
 
+// CheckEmpty returns nil when the database holds no user, session, key,
+// role, recovery token or outbox row, and an ErrNotEmpty naming a table
+// that holds some otherwise: what Import would refuse, asked beforehand
+// (a dry run).
+func (db *DB) CheckEmpty(ctx context.Context) error {
+	return checkEmpty(ctx, func(ctx context.Context, q string, args ...any) *sql.Row {
+		return db.r.QueryRowContext(ctx, db.q(q), args...)
+	})
+}
+
+func checkEmpty(ctx context.Context, queryRow func(context.Context, string, ...any) *sql.Row) error {
+	for _, table := range tables {
+		var n int
+		if err := queryRow(ctx, `SELECT count(*) FROM "`+table+`"`).Scan(&n); err != nil {
+			return fmt.Errorf("count %s: %w", table, err)
+		}
+		if n > 0 {
+			return fmt.Errorf("%w: table %s has %d rows", ErrNotEmpty, table, n)
+		}
+	}
+	return nil
+}
+
 // Import writes snap into this database in one transaction: all of it or,
 // on any error, none of it. It refuses (ErrNotEmpty) a database that
 // already holds a user, session, key, role, recovery token or outbox row.
@@ -133,14 +156,8 @@ func (db *DB) Export(ctx context.Context) (issuer.Snapshot, error) {
 func (db *DB) Import(ctx context.Context, snap issuer.Snapshot) error {
 	db.observe(ctx, "import")
 	return db.withTx(ctx, func(t tx) error {
-		for _, table := range tables {
-			var n int
-			if err := t.queryRow(ctx, `SELECT count(*) FROM "`+table+`"`).Scan(&n); err != nil {
-				return fmt.Errorf("import: count %s: %w", table, err)
-			}
-			if n > 0 {
-				return fmt.Errorf("%w: table %s has %d rows", ErrNotEmpty, table, n)
-			}
+		if err := checkEmpty(ctx, t.queryRow); err != nil {
+			return err
 		}
 		for _, u := range snap.Users {
 			if err := insertUser(ctx, t, u); err != nil {

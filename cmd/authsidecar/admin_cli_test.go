@@ -159,7 +159,7 @@ func TestAdminGrammar(t *testing.T) {
 func TestAdminHelp(t *testing.T) {
 	needsSecret := map[string]bool{
 		"serve": true, "check": true, "keys list": true, "keys rotate": true, "users set-password": true,
-		"outbox retry": true,
+		"outbox retry": true, "db import-better-auth": true,
 	}
 	var paths []string
 	for _, c := range commands {

@@ -54,7 +54,8 @@ var layers = map[string]int{
 	"proxy": 2, "issuer": 2,
 	"userimport": 3, // checks lines by issuer's rules; the store writes its records
 	"jwks":       4, "sqlstore": 4,
-	"idp": 5, "legacy": 5,
+	"betterauth": 4, // reads Better Auth's database into issuer's records, hashes checked by passhash
+	"idp":        5, "legacy": 5,
 	"sidecar": 6,
 	"cmd/":    7,
 }

@@ -54,6 +54,8 @@ type cliEnv struct {
 	ban banFlags
 	// imp holds "users import"'s flags.
 	imp importFlags
+	// ba holds "db import-better-auth"'s flags.
+	ba betterAuthFlags
 	// online: check contacts the identity providers (-online).
 	online bool
 }
@@ -123,6 +125,14 @@ var commands = []command{
 				"copied in one transaction, or nothing. Signing keys are copied sealed: both configs must\n" +
 				"use the same AUTH_SECRET for the copied keys, sessions and JWTs to stay valid. Stop the\n" +
 				"source's sidecar first, or sign-ups after the copy starts are not in it."},
+		{name: "import-better-auth", summary: "take over a Better Auth database: users (ids kept), passwords, provider accounts, live sessions, roles and signing keys, into -config's empty one", secret: true, run: cmdDBImportBetterAuth, flags: defineBetterAuthFlags,
+			detail: "Reads Better Auth 1.x's default schema (user, account, session, verification, jwks) on\n" +
+				"PostgreSQL or SQLite and writes into -config's empty database in one transaction, or\n" +
+				"nothing. Needs auth.better_auth_secret_env naming the old BETTER_AUTH_SECRET: its signing\n" +
+				"keys are opened with it and sealed with AUTH_SECRET, and serve then accepts Better Auth's\n" +
+				"session cookies, so no one is signed out. Provider accounts are linked for the\n" +
+				"identity_providers configured; what is not carried is listed. Stop Better Auth first.\n" +
+				"Example: authsidecar db import-better-auth -dry-run -from env:BETTER_AUTH_DATABASE_URL"},
 	}},
 }
 
