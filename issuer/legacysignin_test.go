@@ -417,10 +417,17 @@ func TestLegacySignInConcurrent(t *testing.T) {
 			t.Errorf("%s rows: got %d, want %d", table, got, want)
 		}
 	}
-	// Whoever created the user set its password: the other password is
-	// refused unless it was the one that won.
-	if ok+refused != n || refused > 1 || e.count("session") != ok {
-		t.Errorf("got %d signed in, %d refused, %d sessions; want every sign-in answered, at most one refused, one session each", ok, refused, e.count("session"))
+	// Whoever created the user set its password: the sign-ins with the
+	// other password are refused. Which one won the race is not fixed (the
+	// odd password winning made this a flake when only the common one's
+	// win was expected): the stored password says which.
+	sessions := e.count("session")
+	wantRefused := n - 1 // the odd password won
+	if e.signIn("ann@example.com", pw).status == 200 {
+		wantRefused = 1
+	}
+	if ok+refused != n || refused != wantRefused || sessions != ok {
+		t.Errorf("got %d signed in, %d refused, %d sessions; want every sign-in answered, %d refused, one session each", ok, refused, sessions, wantRefused)
 	}
 	got := legacyCounts(t, reg)
 	if got["migrated"] != 1 || got["raced"] != n-1 {
